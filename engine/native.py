@@ -1,0 +1,283 @@
+"""The thin layer over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
+
+Only `engine.session` (the owner of the model and its KV cache) and `engine.doctor` use this
+module. We use the low-level API instead of `llama_cpp.Llama` on purpose:
+
+- `Llama.detokenize` drops token pieces longer than 32 bytes (code vocabularies have long
+  whitespace tokens); `token_to_piece` below grows its buffer instead.
+- `Llama.__init__(verbose=False)` redirects the process's stdout while loading, which would corrupt
+  an LSP stdio stream; here llama.cpp's log goes to Python logging and stdout is never touched.
+- `create_completion(suffix=...)` builds FIM prompts from placeholder ids; we build our own.
+- Per-token overhead of `generate`/`create_completion` is 70-190 us; a numpy argmax is ~12 us.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+log = logging.getLogger("ghostfim.llama")
+
+# llama_decode's return codes (llama.h).
+DECODE_OK = 0
+DECODE_NO_KV_SLOT = 1
+DECODE_ABORTED = 2
+
+# llama_flash_attn_type (llama.h).
+FLASH_ATTN_AUTO = -1
+
+
+class ModelLoadError(RuntimeError):
+    """llama.cpp refused the file (missing, not a GGUF, truncated, unsupported architecture)."""
+
+
+class DecodeError(RuntimeError):
+    """llama_decode failed for a reason other than an abort we asked for."""
+
+
+class DecodeAborted(Exception):
+    """llama_decode stopped because the abort callback said so (a cancellation)."""
+
+
+# ggml_log_level: 3 = WARN, 4 = ERROR; everything else (info, debug, continuation) is DEBUG.
+_LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
+
+
+@llama_cpp.llama_log_callback
+def _log_to_python(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    # llama.cpp logs a lot at load time; keep it in Python logging at DEBUG except real problems.
+    message = text.decode("utf-8", errors="replace").rstrip()
+    if message:
+        log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
+
+
+_backend_ready = False
+
+
+def init_backend() -> None:
+    """Initialise llama.cpp once and route its log into Python logging (never stdout)."""
+    global _backend_ready
+    if _backend_ready:
+        return
+    llama_cpp.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+    llama_cpp.llama_backend_init()
+    _backend_ready = True
+
+
+def supports_gpu_offload() -> bool:
+    init_backend()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def default_threads() -> int:
+    """Physical-ish core count: llama.cpp's CPU kernels do not gain from SMT siblings."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, n if n <= 4 else n // 2)
+
+
+def check_gguf_header(path: Path) -> None:
+    """Fail early and clearly on files that are not GGUF (llama.cpp's own message is vaguer)."""
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelLoadError(f"model path is not a file: {path}")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ModelLoadError(f"not a GGUF file (bad magic {magic!r}): {path}")
+
+
+@dataclass
+class NativeModel:
+    """A loaded model with one context. Freed explicitly with `close()`."""
+
+    path: Path
+    model: ctypes.c_void_p
+    ctx: ctypes.c_void_p
+    vocab: ctypes.c_void_p
+    n_ctx: int
+    n_batch: int
+    n_vocab: int
+    n_gpu_layers: int
+    n_layer: int
+    _batch: llama_cpp.llama_batch
+    _abort_cb: object = None
+
+    # --- metadata -------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+    def size_bytes(self) -> int:
+        return int(llama_cpp.llama_model_size(self.model))
+
+    # --- vocabulary -----------------------------------------------------------------------
+    def tokenize(
+        self, text: str, *, add_special: bool = False, parse_special: bool = False
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(
+            self.vocab, data, len(data), buf, capacity, add_special, parse_special
+        )
+        if n < 0:  # should not happen (a token is at least one byte) but the API allows it
+            capacity = -n
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(
+                self.vocab, data, len(data), buf, capacity, add_special, parse_special
+            )
+        return list(buf[:n])
+
+    def token_piece(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token; grows the buffer for long pieces (the 32-byte trap)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, size, 0, special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's stored text of a token (for special tokens: '<|fim_prefix|>' etc.)."""
+        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    # --- KV cache -------------------------------------------------------------------------
+    def kv_remove_from(self, pos: int) -> None:
+        """Drop sequence 0's cells at positions >= pos."""
+        mem = llama_cpp.llama_get_memory(self.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1)
+
+    def kv_clear(self) -> None:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
+
+    # --- decoding -------------------------------------------------------------------------
+    def set_abort(self, callback: object | None) -> None:
+        """Install (or remove) llama.cpp's abort callback; it is polled between graph nodes.
+
+        CUDA ignores it, which is why prefill also goes in chunks with a check between them.
+        """
+        self._abort_cb = callback
+        llama_cpp.llama_set_abort_callback(self.ctx, callback, ctypes.c_void_p(0))
+
+    def decode(self, tokens: Sequence[int], start_pos: int, *, want_logits: bool) -> None:
+        """Decode `tokens` at positions start_pos.. in sequence 0 (at most n_batch tokens)."""
+        n = len(tokens)
+        if n == 0 or n > self.n_batch:
+            raise ValueError(f"decode takes 1..{self.n_batch} tokens, got {n}")
+        batch = self._batch
+        batch.n_tokens = n
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = start_pos + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 0
+        batch.logits[n - 1] = 1 if want_logits else 0
+        rc = llama_cpp.llama_decode(self.ctx, batch)
+        if rc == DECODE_ABORTED:
+            raise DecodeAborted()
+        if rc != DECODE_OK:
+            raise DecodeError(f"llama_decode returned {rc} (n_tokens={n}, pos={start_pos})")
+
+    def argmax_last(self) -> int:
+        """Greedy pick from the logits of the last decoded token that asked for logits."""
+        ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        return int(logits.argmax())
+
+    def close(self) -> None:
+        if self.ctx:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = ctypes.c_void_p(0)
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+            self.model = ctypes.c_void_p(0)
+
+
+def load(
+    path: Path,
+    *,
+    n_ctx: int = 4096,
+    n_batch: int = 256,
+    n_gpu_layers: int = 0,
+    n_threads: int | None = None,
+    flash_attn: bool = True,
+) -> NativeModel:
+    """Load a GGUF model and create one context with room for n_ctx tokens."""
+    init_backend()
+    check_gguf_header(path)
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.n_gpu_layers = n_gpu_layers
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        raise ModelLoadError(
+            f"llama.cpp could not load {path} (corrupt, truncated or unsupported GGUF)"
+        )
+    vocab = llama_cpp.llama_model_get_vocab(model)
+    threads = n_threads or default_threads()
+    cparams = llama_cpp.llama_context_default_params()
+    cparams.n_ctx = n_ctx
+    cparams.n_batch = n_batch
+    cparams.n_ubatch = n_batch
+    cparams.n_seq_max = 1
+    cparams.n_threads = threads
+    cparams.n_threads_batch = threads
+    cparams.no_perf = True
+    cparams.flash_attn_type = FLASH_ATTN_AUTO if flash_attn else 0
+    ctx = llama_cpp.llama_init_from_model(model, cparams)
+    if not ctx:
+        llama_cpp.llama_model_free(model)
+        raise ModelLoadError(f"llama.cpp could not create a context for {path} (n_ctx={n_ctx})")
+    batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+    return NativeModel(
+        path=path,
+        model=model,
+        ctx=ctx,
+        vocab=vocab,
+        n_ctx=int(llama_cpp.llama_n_ctx(ctx)),
+        n_batch=n_batch,
+        n_vocab=int(llama_cpp.llama_vocab_n_tokens(vocab)),
+        n_gpu_layers=n_gpu_layers,
+        n_layer=int(llama_cpp.llama_model_n_layer(model)),
+        _batch=batch,
+    )
+
+
+def special_token_ids(nm: NativeModel) -> dict[str, int]:
+    """The vocabulary's own idea of its special tokens (-1 where the model has none)."""
+    v = nm.vocab
+    return {
+        "bos": int(llama_cpp.llama_vocab_bos(v)),
+        "eos": int(llama_cpp.llama_vocab_eos(v)),
+        "eot": int(llama_cpp.llama_vocab_eot(v)),
+        "fim_pre": int(llama_cpp.llama_vocab_fim_pre(v)),
+        "fim_suf": int(llama_cpp.llama_vocab_fim_suf(v)),
+        "fim_mid": int(llama_cpp.llama_vocab_fim_mid(v)),
+        "fim_pad": int(llama_cpp.llama_vocab_fim_pad(v)),
+        "fim_rep": int(llama_cpp.llama_vocab_fim_rep(v)),
+        "fim_sep": int(llama_cpp.llama_vocab_fim_sep(v)),
+    }
+
+
+def adds_bos(nm: NativeModel) -> bool:
+    return bool(llama_cpp.llama_vocab_get_add_bos(nm.vocab))

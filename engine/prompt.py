@@ -1,0 +1,203 @@
+"""Prompts from cursor context, within token budgets, cut at line boundaries.
+
+Why the layout is what it is (measured, see ../shared/NOTES.md): the text typed on the current
+line goes at the end of the prefix, before the whole suffix. That is right for quality (the
+suffix is worth more than ten points of exact match) but it puts the suffix *after* the edit
+point, so every keystroke the KV cache cannot serve re-decodes the suffix. Shifting the
+suffix's cached cells instead does not work in this llama.cpp (stale cells make the model ignore
+new characters). So the suffix is a budget: `PromptParts` lists the suffix in line units with
+their token counts, and the session keeps as many units per keystroke as its measured prefill
+speed allows (all of them on a GPU), then refreshes with the whole suffix when the user pauses.
+
+The prefix start is sticky per document (hysteresis) so that typing does not slide the window
+one line at a time: a moved start line invalidates the whole cached prefix (a cold prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import xxhash
+from cachetools import LRUCache
+
+from engine.fim import FimTemplate
+
+Tokenize = Callable[[str], list[int]]
+
+# The prefix window may grow to this share of its budget before its start line moves ...
+PREFIX_SLACK = 1.25
+# ... and when it moves, it moves far enough to leave room for this much more typing.
+PREFIX_REANCHOR = 0.75
+# Characters looked at per budget token (generous: code averages 3-4 characters a token).
+CHARS_PER_TOKEN_SCAN = 12
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt before the suffix budget is applied."""
+
+    head: list[int]  # PSM: [bos] PRE prefix SUF   | SPM: [bos] SUF suffix PRE prefix | prefix-only
+    suffix_units: list[str]  # PSM only: rest of the cursor line, then whole lines
+    suffix_unit_tokens: list[int]  # token count of each unit (counted alone: an estimate)
+    tail: list[int]  # PSM: [MID]
+    prefix_text: str
+    prefix_start_line: int
+    prefix_tokens: int
+
+
+# The last prefix tokens may merge with the next typed character (BPE): not stable.
+UNSTABLE_PREFIX_TOKENS = 2
+
+
+@dataclass(frozen=True)
+class Prompt:
+    tokens: list[int]
+    prefix_tokens: int
+    suffix_tokens: int
+    suffix_units_used: int
+    suffix_units_total: int
+    # Tokens the next keystroke at this place will share (everything before the cursor but
+    # its last tokens): worth finishing even when this request is cancelled.
+    stable_tokens: int = 0
+
+
+@dataclass
+class _Anchor:
+    line: int
+    text_hash: int
+
+
+class PromptBuilder:
+    """Builds FIM prompts for one model (its tokenizer and template)."""
+
+    def __init__(
+        self,
+        tokenize: Tokenize,
+        template: FimTemplate,
+        *,
+        prefix_tokens: int = 768,
+        suffix_tokens: int = 256,
+    ) -> None:
+        self.tokenize = tokenize
+        self.template = template
+        self.prefix_budget = prefix_tokens
+        self.suffix_budget = suffix_tokens
+        self._line_tokens: LRUCache[str, int] = LRUCache(maxsize=8192)
+        self._anchors: LRUCache[str, _Anchor] = LRUCache(maxsize=128)
+
+    # --- token counting -----------------------------------------------------------------
+    def count(self, text: str) -> int:
+        """Tokens in one line (cached: the same lines are counted on every keystroke)."""
+        n = self._line_tokens.get(text)
+        if n is None:
+            n = len(self.tokenize(text)) if text else 0
+            self._line_tokens[text] = n
+        return n
+
+    # --- prefix ---------------------------------------------------------------------------
+    def choose_prefix(self, doc_id: str, prefix: str, cursor_line: int) -> tuple[str, int]:
+        """The prefix text to use and the document line it starts at."""
+        limit = int(self.prefix_budget * PREFIX_SLACK)
+        window = prefix[-limit * CHARS_PER_TOKEN_SCAN :]
+        lines = window.split("\n")
+        # The window's first line is cut unless the window reaches the document's start.
+        first_whole = 0 if len(window) == len(prefix) else 1
+        n = len(lines)
+        first_line_no = cursor_line - (n - 1)
+        counts = [self.count(line + "\n") for line in lines]
+        cumulative = [0] * (n + 1)  # cumulative[i] = tokens of lines[i:]
+        for i in range(n - 1, -1, -1):
+            cumulative[i] = cumulative[i + 1] + counts[i]
+
+        def earliest_start(budget: int) -> int:
+            for i in range(first_whole, n):
+                if cumulative[i] <= budget:
+                    return i
+            return n - 1
+
+        anchor = self._anchors.get(doc_id)
+        start: int | None = None
+        if anchor is not None:
+            i = anchor.line - first_line_no
+            if i < first_whole or (i < n and cumulative[i] > limit):
+                # Typing has outgrown the window: move the start far enough to last a while.
+                start = earliest_start(int(self.prefix_budget * PREFIX_REANCHOR))
+            elif i < n and xxhash.xxh3_64_intdigest(lines[i].encode()) == anchor.text_hash:
+                start = i
+        if start is None:
+            start = earliest_start(self.prefix_budget)
+        self._anchors[doc_id] = _Anchor(
+            first_line_no + start, xxhash.xxh3_64_intdigest(lines[start].encode())
+        )
+        text = "\n".join(lines[start:])
+        if start == n - 1 and cumulative[start] > limit:
+            # One enormous line (minified code): keep its tail only.
+            text = text[-self.prefix_budget * 3 :]
+        return text, first_line_no + start
+
+    # --- suffix ---------------------------------------------------------------------------
+    def suffix_units(self, suffix: str) -> tuple[list[str], list[int]]:
+        """Rest of the cursor line, then whole lines, while they fit the suffix budget."""
+        window = suffix[: self.suffix_budget * CHARS_PER_TOKEN_SCAN]
+        units: list[str] = []
+        counts: list[int] = []
+        total = 0
+        start = 0
+        while start < len(window):
+            end = window.find("\n", start)
+            end = len(window) if end < 0 else end + 1
+            unit = window[start:end]
+            n = self.count(unit)
+            if total + n > self.suffix_budget:
+                break
+            units.append(unit)
+            counts.append(n)
+            total += n
+            start = end
+        return units, counts
+
+    # --- assembly -------------------------------------------------------------------------
+    def parts(self, doc_id: str, prefix: str, suffix: str, cursor_line: int) -> PromptParts:
+        t = self.template
+        prefix_text, start_line = self.choose_prefix(doc_id, prefix, cursor_line)
+        prefix_ids = self.tokenize(prefix_text)
+        bos = [t.bos] if t.bos >= 0 else []
+        if t.layout == "prefix":
+            return PromptParts(
+                bos + prefix_ids, [], [], [], prefix_text, start_line, len(prefix_ids)
+            )
+        units, counts = self.suffix_units(suffix)
+        if t.layout == "spm":
+            # The suffix comes first, so it is cached across keystrokes: always use all of it.
+            suffix_ids = self.tokenize("".join(units))
+            head = [*bos, t.suf, *suffix_ids, t.pre, *prefix_ids]
+            return PromptParts(head, [], [], [], prefix_text, start_line, len(prefix_ids))
+        head = [*bos, t.pre, *prefix_ids, t.suf]
+        return PromptParts(head, units, counts, [t.mid], prefix_text, start_line, len(prefix_ids))
+
+    def assemble(self, parts: PromptParts, n_units: int | None = None) -> Prompt:
+        """The prompt with the first n_units suffix units (all when None)."""
+        total = len(parts.suffix_units)
+        k = total if n_units is None else max(0, min(n_units, total))
+        suffix_ids = self.tokenize("".join(parts.suffix_units[:k])) if k else []
+        tokens = [*parts.head, *suffix_ids, *parts.tail]
+        # head ends with the prefix (SPM, prefix-only) or with the prefix and one SUF token (PSM)
+        head_prefix_end = len(parts.head) - (1 if parts.tail else 0)
+        stable = max(0, head_prefix_end - UNSTABLE_PREFIX_TOKENS)
+        return Prompt(tokens, parts.prefix_tokens, len(suffix_ids), k, total, stable)
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the common case on a keystroke; list compare runs in C
+        return n
+    lo, hi = 0, n  # binary search on prefix equality, each probe a C-speed slice compare
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

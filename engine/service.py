@@ -1,0 +1,570 @@
+"""The completion service: what an editor integration talks to (the LSP server does).
+
+It owns the resident model's lifecycle (load, hot switch, warm-up), the worker and the reuse
+cache, and turns cursor states into suggestions:
+
+    complete(state)
+      1. typed-through: a suggestion (finished or still streaming) that the typed characters
+         match answers at once, with no model work;
+      2. otherwise the document's running job is superseded (cancelled), and after an adaptive
+         debounce a model job starts;
+      3. the request is answered as soon as the suggestion shows its first visible characters;
+         the job keeps generating into the cache and `Events.ghost_text` streams the growth;
+      4. when it ends: stats, then at a pause a full-prompt refresh (if the keystroke prompt had
+         to cut the suffix) and a speculative prefetch of the continuation, both droppable.
+
+It knows nothing of LSP: positions are opaque, and events go out through `Events`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+from engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from engine.session import Completion, CompletionRequest, ModelSession
+from engine.stops import Multiline
+from engine.suggestions import Suggestion, SuggestionCache
+from engine.timings import percentile
+
+log = logging.getLogger("ghostfim.service")
+
+PREFIX_WINDOW_CHARS = 64_000  # text before the cursor handed to the prompt builder
+SUFFIX_WINDOW_CHARS = 16_000
+PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keystroke one cut it)
+SPECULATIVE_MAX_TOKENS = 24
+CONSISTENCY_CHARS = 64  # text either side of a job's cursor that must survive an edit
+
+State = Literal["loading", "ready", "error"]
+
+
+class Events(Protocol):
+    """What the service tells its editor integration."""
+
+    def ghost_text(self, state: CursorState, text: str, done: bool) -> None: ...
+    def stats(self, payload: dict[str, Any]) -> None: ...
+    def status(self, payload: dict[str, Any]) -> None: ...
+    def progress(self, message: str, percentage: int | None, done: bool) -> None: ...
+    def problem(self, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CompletionOptions:
+    enable: bool = True
+    max_tokens: int = 64
+    multiline: Multiline = "auto"
+    debounce_ms: float | None = None  # None: adaptive
+    max_rest_of_line: int = 8
+    prefix_tokens: int = 768
+    suffix_tokens: int = 256
+    keystroke_prefill_ms: float = 80.0
+
+
+@dataclass(frozen=True)
+class CursorState:
+    doc_id: str
+    version: int
+    position: Any  # echoed back in ghost_text events (the LSP position)
+    prefix: str  # text before the cursor, at most PREFIX_WINDOW_CHARS
+    suffix: str  # text after the cursor, at most SUFFIX_WINDOW_CHARS
+    cursor_line: int
+    offset: int  # absolute character offset of the cursor in the document
+    doc_length: int
+    edge_before: str = ""  # raw document text just before / after the cursor (line ends as
+    edge_after: str = ""  # the document has them): an edit elsewhere must leave these intact
+
+    @property
+    def rest_of_line(self) -> str:
+        nl = self.suffix.find("\n")
+        return self.suffix if nl < 0 else self.suffix[:nl]
+
+
+@dataclass
+class Answer:
+    text: str
+    source: Literal["model", "cache", "none"]
+    reason: str = ""
+
+
+@dataclass
+class _DocJob:
+    """The model job currently generating for a document, and what it was made for."""
+
+    state: CursorState
+    suggestion: Suggestion
+    cancel: Callable[[], None]
+
+
+@dataclass
+class _LatencyLog:
+    ttft: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    total: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=20))
+
+    def summary(self) -> dict[str, float | int | None]:
+        def p(values: deque[float], q: float) -> float | None:
+            return round(percentile(list(values), q), 1) if values else None
+
+        return {
+            "n": len(self.ttft),
+            "ttftP50": p(self.ttft, 50),
+            "ttftP95": p(self.ttft, 95),
+            "ttftP99": p(self.ttft, 99),
+            "totalP50": p(self.total, 50),
+            "totalP95": p(self.total, 95),
+        }
+
+
+def visible(text: str) -> str:
+    """What of a partial suggestion is worth showing: no trailing whitespace."""
+    return text.rstrip()
+
+
+class CompletionService:
+    def __init__(self, events: Events, options: CompletionOptions | None = None) -> None:
+        self.events = events
+        self.options = options or CompletionOptions()
+        self.worker = ModelWorker()
+        self.cache = SuggestionCache()
+        self.debounce = AdaptiveDebounce(self.options.debounce_ms)
+        self.session: ModelSession | None = None
+        self.state: State = "loading"
+        self.error: str | None = None
+        self.latency = _LatencyLog()
+        self._latest: dict[str, int] = {}  # doc -> newest request number (supersession)
+        self._counter = 0
+        self._jobs: dict[str, _DocJob] = {}
+        self._ghost_target: dict[str, tuple[Suggestion, CursorState, str]] = {}
+        self._load_generation = 0
+        self._last_state: CursorState | None = None
+        self._background_tasks: set[asyncio.Future[Any]] = set()
+
+    # --- options and model lifecycle ---------------------------------------------------------
+    def set_options(self, options: CompletionOptions) -> None:
+        self.options = options
+        self.debounce.fixed_ms = options.debounce_ms
+        if self.session is not None:
+            self.session.keystroke_prefill_ms = options.keystroke_prefill_ms
+
+    def status(self) -> dict[str, Any]:
+        info = self.session.info if self.session else None
+        return {
+            "state": self.state,
+            "error": self.error,
+            "model": None
+            if info is None
+            else {
+                "name": info.name,
+                "preset": info.preset,
+                "path": info.path,
+                "device": info.device,
+                "nGpuLayers": info.n_gpu_layers,
+                "fim": info.family,
+            },
+            "latency": self.latency.summary(),
+            "recent": list(self.latency.recent),
+            "work": None
+            if self.session is None
+            else {
+                "decodeSteps": self.session.decode_steps,
+                "prefillChunks": self.session.prefill_chunks,
+                "running": self.worker.running is not None,
+            },
+        }
+
+    def _set_state(self, state: State, error: str | None = None) -> None:
+        self.state, self.error = state, error
+        self.events.status(self.status())
+
+    async def load_model(self, spec: str | None, *, n_gpu_layers: int = -1) -> bool:
+        """Load a model in the background; the current one serves until the new one is ready.
+
+        Returns False (and keeps the old model) when the new one cannot be had.
+        """
+        from engine.loader import load_session  # llama.cpp is imported only when needed
+
+        self._load_generation += 1
+        generation = self._load_generation
+        label = spec or "default model"
+        if self.session is None:
+            self._set_state("loading")
+        self.events.progress(f"loading {label}", 0, False)
+        opts = self.options
+        try:
+            new = await asyncio.to_thread(
+                load_session,
+                spec,
+                n_gpu_layers=n_gpu_layers,
+                progress=False,
+                prefix_tokens=opts.prefix_tokens,
+                suffix_tokens=opts.suffix_tokens,
+                keystroke_prefill_ms=opts.keystroke_prefill_ms,
+            )
+        except Exception as exc:  # any failure keeps the old model serving
+            message = f"ghostfim: cannot load {label}: {exc}"
+            self.events.progress(message, None, True)
+            self.events.problem(message)
+            self._set_state("ready" if self.session else "error", message)
+            return False
+        if generation != self._load_generation:  # a newer switch was asked for meanwhile
+            await asyncio.to_thread(new.close)
+            return False
+        self.worker.cancel_all()
+        await self.worker.run_exclusive(lambda: self._swap_session(new))
+        self.cache.clear()
+        self.events.progress(f"{new.info.name} ready on {new.info.device}", 100, True)
+        self._set_state("ready")
+        if self._last_state is not None:
+            self.warm(self._last_state)
+        return True
+
+    def _swap_session(self, new: ModelSession) -> None:
+        """Runs on the model thread, between jobs, so no job ever sees a closed session."""
+        old, self.session = self.session, new
+        if old is not None:
+            old.close()
+
+    async def shutdown(self) -> None:
+        self.worker.cancel_all()
+        if self.session is not None:
+            session = self.session
+            with contextlib.suppress(Exception):
+                await self.worker.run_exclusive(session.close)
+            self.session = None
+        self.worker.shutdown()
+
+    # --- documents ---------------------------------------------------------------------------
+    def document_changed(self, doc_id: str, text: str) -> None:
+        """Stop a running job at once when the edit is not typing into its suggestion."""
+        job = self._jobs.get(doc_id)
+        if job is None or job.suggestion.done:
+            return
+        s = job.state
+        delta = len(text) - s.doc_length
+        consistent = (
+            delta >= 0
+            and text[max(0, s.offset - len(s.edge_before)) : s.offset] == s.edge_before
+            and text[s.offset + delta : s.offset + delta + len(s.edge_after)] == s.edge_after
+            and job.suggestion.could_continue(text[s.offset : s.offset + delta])
+        )
+        if not consistent:
+            job.cancel()
+
+    def document_closed(self, doc_id: str) -> None:
+        job = self._jobs.pop(doc_id, None)
+        if job is not None:
+            job.cancel()
+        self._latest.pop(doc_id, None)
+        self._ghost_target.pop(doc_id, None)
+
+    # --- completion ----------------------------------------------------------------------------
+    async def complete(self, state: CursorState, *, explicit: bool = False) -> Answer:
+        arrived = time.perf_counter()
+        self._counter += 1
+        number = self._latest[state.doc_id] = self._counter
+        self._last_state = state
+        if not explicit:
+            self.debounce.keystroke(arrived)
+            hit = self.cache.lookup(state.prefix[-512:], state.suffix[:256])
+            if hit is not None:
+                answer = await self._answer_from_cache(state, hit.suggestion, hit.typed, number)
+                if answer is not None:
+                    return answer
+        self._supersede(state.doc_id)
+        if not self.options.enable:
+            return Answer("", "none", "disabled")
+        if self.session is None:
+            return Answer("", "none", self.state)
+        if not explicit and len(state.rest_of_line.strip()) > self.options.max_rest_of_line:
+            return Answer("", "none", "rest of line")
+        debounce_ms = 0.0
+        if not explicit:
+            debounce_ms = self.debounce.delay_ms(self._expected_first_token_ms())
+            await asyncio.sleep(debounce_ms / 1000)
+            if self._latest.get(state.doc_id) != number:
+                return Answer("", "none", "superseded")
+        return await self._complete_with_model(state, explicit, debounce_ms, arrived)
+
+    def _expected_first_token_ms(self) -> float:
+        ttft = list(self.latency.ttft)[-32:]
+        return percentile(ttft, 50) if ttft else 100.0
+
+    def _supersede(self, doc_id: str) -> None:
+        job = self._jobs.pop(doc_id, None)
+        if job is not None and not job.suggestion.done:
+            job.cancel()
+
+    async def _answer_from_cache(
+        self, state: CursorState, suggestion: Suggestion, typed: str, number: int
+    ) -> Answer | None:
+        """Answer from a suggestion the typed characters match; None if it has nothing left."""
+        job = self._jobs.get(state.doc_id)
+        if job is not None and job.suggestion is not suggestion:
+            self._supersede(state.doc_id)
+        if not suggestion.text.startswith(typed) or len(suggestion.text) <= len(typed):
+            # Typed as far as the still-growing suggestion: wait for it to grow past us.
+            grown = asyncio.Event()
+
+            def on_update(s: Suggestion) -> None:
+                if s.done or (s.text.startswith(typed) and len(visible(s.text)) > len(typed)):
+                    grown.set()
+
+            suggestion.listeners.append(on_update)
+            try:
+                await grown.wait()
+            finally:
+                suggestion.listeners.remove(on_update)
+            if self._latest.get(state.doc_id) != number:
+                return Answer("", "none", "superseded")
+            if not suggestion.text.startswith(typed) or len(suggestion.text) <= len(typed):
+                return None
+        self._ghost_target[state.doc_id] = (suggestion, state, typed)
+        remaining = (
+            visible(suggestion.text[len(typed) :])
+            if suggestion.done
+            else visible(suggestion.text)[len(typed) :]
+        )
+        self._publish_stats(
+            state,
+            source="cache",
+            completion=None,
+            queue_ms=0.0,
+            debounce_ms=0.0,
+            total_ms=0.0,
+            cancelled=False,
+        )
+        return Answer(remaining, "cache")
+
+    async def _complete_with_model(
+        self, state: CursorState, explicit: bool, debounce_ms: float, arrived: float
+    ) -> Answer:
+        loop = asyncio.get_running_loop()
+        suggestion = Suggestion()
+        first_visible = asyncio.Event()
+        doc = state.doc_id
+
+        def on_update(s: Suggestion) -> None:
+            if s.done or visible(s.text):
+                first_visible.set()
+            target = self._ghost_target.get(doc)
+            if target is not None and target[0] is s and first_visible.is_set():
+                _, shown_state, typed = target
+                if s.text.startswith(typed):
+                    self.events.ghost_text(shown_state, visible(s.text)[len(typed) :], s.done)
+
+        suggestion.listeners.append(on_update)
+        self.cache.put(state.prefix[-512:], state.suffix[:256], suggestion)
+        self._ghost_target[doc] = (suggestion, state, "")
+        request = self._request_for(state, "full" if explicit else "keystroke")
+
+        def run(cancel: Any) -> Completion:
+            session = self.session
+            if session is None:
+                raise JobDropped("no model")
+            return session.complete(
+                request,
+                cancel,
+                on_text=lambda text: loop.call_soon_threadsafe(suggestion.update, text),
+            )
+
+        job = self.worker.submit(run, Priority.INTERACTIVE, label=f"complete {doc}")
+        self._jobs[doc] = _DocJob(state, suggestion, job.cancel.cancel)
+        job_future = job.future
+        assert job_future is not None
+        job_future.add_done_callback(
+            lambda fut: self._job_finished(
+                fut, state, suggestion, job.queue_ms, debounce_ms, arrived, explicit
+            )
+        )
+        waiter = asyncio.ensure_future(first_visible.wait())
+        try:
+            await asyncio.wait({waiter, job_future}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            job.cancel.cancel()  # $/cancelRequest before the answer: stop the work
+            raise
+        finally:
+            waiter.cancel()
+        if job_future.done() and not job_future.cancelled() and job_future.exception() is None:
+            return Answer(job_future.result().text, "model")
+        if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):
+            return Answer("", "none", "cancelled")
+        return Answer(visible(suggestion.text), "model")
+
+    def _request_for(
+        self, state: CursorState, mode: Literal["keystroke", "full"], max_tokens: int | None = None
+    ) -> CompletionRequest:
+        return CompletionRequest(
+            prefix=state.prefix,
+            suffix=state.suffix,
+            doc_id=state.doc_id,
+            cursor_line=state.cursor_line,
+            mode=mode,
+            max_tokens=max_tokens or self.options.max_tokens,
+            multiline=self.options.multiline,
+        )
+
+    def _job_finished(
+        self,
+        fut: asyncio.Future[Any],
+        state: CursorState,
+        suggestion: Suggestion,
+        queue_ms: float,
+        debounce_ms: float,
+        arrived: float,
+        explicit: bool,
+    ) -> None:
+        completion: Completion | None = None
+        if not fut.cancelled() and fut.exception() is None:
+            completion = fut.result()
+        elif not fut.cancelled() and not isinstance(fut.exception(), JobDropped):
+            self.events.problem(f"ghostfim: completion failed: {fut.exception()}")
+        cancelled = completion is None or completion.cancelled
+        final = (
+            completion.text
+            if completion is not None and not cancelled
+            else visible(suggestion.text)
+        )
+        suggestion.update(final, done=True, cancelled=cancelled)
+        if (
+            self._jobs.get(state.doc_id) is not None
+            and self._jobs[state.doc_id].suggestion is suggestion
+        ):
+            del self._jobs[state.doc_id]
+        total_ms = (time.perf_counter() - arrived) * 1000
+        self._publish_stats(
+            state,
+            source="model",
+            completion=completion,
+            queue_ms=queue_ms,
+            debounce_ms=debounce_ms,
+            total_ms=total_ms,
+            cancelled=cancelled,
+        )
+        if cancelled or completion is None:
+            return
+        self.latency.ttft.append(completion.timings.ttft_ms + queue_ms)
+        self.latency.total.append(total_ms)
+        self._after_suggestion(state, completion, explicit)
+
+    # --- background work after a suggestion ---------------------------------------------------
+    def _after_suggestion(self, state: CursorState, completion: Completion, explicit: bool) -> None:
+        """At a pause: refresh with the full prompt if the keystroke prompt cut the suffix,
+        and prefetch what comes after the suggestion. Both are dropped by any keystroke."""
+        number = self._latest.get(state.doc_id)
+        loop = asyncio.get_running_loop()
+        suffix_was_cut = (
+            not explicit and completion.timings.suffix_tokens < self._full_suffix_tokens(state)
+        )
+
+        def at_pause() -> None:
+            if self._latest.get(state.doc_id) != number:
+                return
+            if suffix_was_cut:
+                self._spawn(self._refresh(state, number))
+            elif completion.text:
+                self._spawn(self._prefetch(state, completion.text, number))
+
+        loop.call_later(PAUSE_REFRESH_S if suffix_was_cut else 0.0, at_pause)
+
+    def _full_suffix_tokens(self, state: CursorState) -> int:
+        session = self.session
+        if session is None or not session.template.uses_suffix or not state.suffix:
+            return 0
+        _, counts = session.builder.suffix_units(state.suffix)
+        return sum(counts) - 2 if counts else 0  # whole-string tokenization may merge a little
+
+    async def _refresh(self, state: CursorState, number: int) -> None:
+        request = self._request_for(state, "full")
+        result = await self._background(request, Priority.REFRESH)
+        if result is None or self._latest.get(state.doc_id) != number:
+            return
+        suggestion = Suggestion(text=result.text, done=True)
+        self.cache.put(state.prefix[-512:], state.suffix[:256], suggestion)
+        target = self._ghost_target.get(state.doc_id)
+        if target is not None and target[1] is state:
+            self._ghost_target[state.doc_id] = (suggestion, state, "")
+            self.events.ghost_text(state, result.text, True)
+        if result.text:
+            await self._prefetch(state, result.text, number)
+
+    async def _prefetch(self, state: CursorState, text: str, number: int) -> None:
+        """The suggestion after this one is accepted (or typed through): ready before asked."""
+        accepted = replace(
+            state, prefix=state.prefix + text, cursor_line=state.cursor_line + text.count("\n")
+        )
+        request = self._request_for(accepted, "keystroke", SPECULATIVE_MAX_TOKENS)
+        result = await self._background(request, Priority.SPECULATIVE)
+        if result is None or self._latest.get(state.doc_id) != number:
+            return
+        self.cache.put(
+            accepted.prefix[-512:], accepted.suffix[:256], Suggestion(text=result.text, done=True)
+        )
+
+    def warm(self, state: CursorState) -> None:
+        """Prefill a document's context so its first keystroke is not a cold prompt."""
+        request = replace(self._request_for(state, "full"), max_tokens=0)
+        self._spawn(self._background(request, Priority.WARMUP))
+
+    def _spawn(self, coro: Any) -> None:
+        """Run a coroutine in the background, holding a reference until it ends."""
+        task = asyncio.ensure_future(coro)
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_tasks.discard)
+
+    async def _background(
+        self, request: CompletionRequest, priority: Priority
+    ) -> Completion | None:
+        def run(cancel: Any) -> Completion:
+            session = self.session
+            if session is None:
+                raise JobDropped("no model")
+            return session.complete(request, cancel)
+
+        job = self.worker.submit(run, priority, label=priority.name.lower())
+        assert job.future is not None
+        try:
+            result: Completion = await job.future
+        except (JobDropped, asyncio.CancelledError):
+            return None
+        except Exception as exc:
+            log.warning("background job failed: %s", exc)
+            return None
+        return None if result.cancelled else result
+
+    # --- stats ---------------------------------------------------------------------------------
+    def _publish_stats(
+        self,
+        state: CursorState,
+        *,
+        source: str,
+        completion: Completion | None,
+        queue_ms: float,
+        debounce_ms: float,
+        total_ms: float,
+        cancelled: bool,
+    ) -> None:
+        t = completion.timings if completion is not None else None
+        payload = {
+            "uri": state.doc_id,
+            "version": state.version,
+            "source": source,
+            "cancelled": cancelled,
+            "queueMs": round(queue_ms, 2),
+            "debounceMs": round(debounce_ms, 2),
+            "prefillMs": round(t.prefill_ms, 2) if t else 0.0,
+            "ttftMs": round(t.ttft_ms + queue_ms, 2) if t else 0.0,
+            "decodeMs": round(t.decode_ms, 2) if t else 0.0,
+            "totalMs": round(total_ms, 2),
+            "reusedTokens": t.prefill_reused_tokens if t else 0,
+            "newTokens": t.prefill_new_tokens if t else 0,
+            "generatedTokens": t.decode_tokens if t else 0,
+            "model": self.session.info.name if self.session else None,
+        }
+        self.latency.recent.append(payload)
+        self.events.stats(payload)

@@ -1,0 +1,430 @@
+"""The resident model: the one owner of the llama.cpp context and its KV cache.
+
+Everything else asks `ModelSession.complete`. Its phases read top to bottom:
+
+    build_prompt  -> the FIM prompt, its suffix sized to this request's prefill budget
+    prefill       -> reuse the longest common prefix with what the KV cache holds, decode the
+                     rest in chunks with a cancellation check between chunks (and llama.cpp's
+                     abort callback inside a chunk on the CPU); its last logits give token one
+    decode_n_tokens -> greedy decode one token at a time until a stop rule fires
+
+Not thread-safe by design: the LSP server runs it on a single worker thread, the CLI directly.
+A `CancelToken` may be set from any thread; work stops within one prefill chunk (on the CPU
+within milliseconds) or one decode step.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import llama_cpp
+
+from engine import native
+from engine.fim import FimTemplate, detect_template
+from engine.postprocess import clean_suggestion
+from engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
+from engine.speed import PrefillCostModel
+from engine.stops import Multiline, StopPolicy
+from engine.timings import Timings
+
+log = logging.getLogger("ghostfim.session")
+
+# A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
+# the text before the cursor (the rest is aborted at once).
+PREFILL_CHUNK_MS = 250.0
+
+PromptMode = Literal["keystroke", "full"]
+OnText = Callable[[str], None]
+
+
+class Cancelled(Exception):
+    """The request's CancelToken was set; the KV cache holds only fully decoded tokens."""
+
+
+class CancelToken:
+    """A flag the engine polls between chunks/steps (and llama.cpp between graph nodes)."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+NEVER_CANCELLED = CancelToken()
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    prefix: str  # document text before the cursor
+    suffix: str  # document text after the cursor
+    doc_id: str = ""  # keeps the prefix window sticky per document
+    cursor_line: int | None = None  # 0-based; counted from prefix when None
+    mode: PromptMode = "full"  # "keystroke": suffix within the prefill budget
+    max_tokens: int = 64
+    multiline: Multiline = "auto"
+
+
+@dataclass
+class Completion:
+    text: str  # cleaned suggestion (what an editor shows)
+    raw_text: str  # what the model generated, cut by the stop rules
+    timings: Timings
+    stop_reason: str
+    cancelled: bool = False
+    mode: PromptMode = "full"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    path: str
+    preset: str | None
+    device: str  # "cpu" or "cuda (<gpu name>)"
+    n_gpu_layers: int
+    family: str  # FIM template family
+    n_ctx: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "preset": self.preset,
+            "device": self.device,
+            "n_gpu_layers": self.n_gpu_layers,
+            "fim": self.family,
+            "n_ctx": self.n_ctx,
+        }
+
+
+def _line_around_cursor(prefix: str, suffix: str) -> tuple[str, str]:
+    before = prefix[prefix.rfind("\n") + 1 :]
+    nl = suffix.find("\n")
+    after = suffix if nl < 0 else suffix[:nl]
+    return before, after
+
+
+class ModelSession:
+    """One loaded model, one context, one KV cache (sequence 0) and the tokens it holds."""
+
+    def __init__(
+        self,
+        model: native.NativeModel,
+        info: ModelInfo,
+        *,
+        prefix_tokens: int = 768,
+        suffix_tokens: int = 256,
+        keystroke_prefill_ms: float = 80.0,
+        chunk_tokens: int | None = None,
+    ) -> None:
+        self.model = model
+        self.info = info
+        self.template: FimTemplate = _template_of(model)
+        room = model.n_ctx - 256 - 64  # generation and separators need room after the prompt
+        prefix_tokens = max(16, min(prefix_tokens, int(room * 0.7 / 1.25)))
+        suffix_tokens = max(0, min(suffix_tokens, room - int(prefix_tokens * 1.25)))
+        self.builder = PromptBuilder(
+            self.tokenize, self.template, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+        )
+        self.keystroke_prefill_ms = keystroke_prefill_ms
+        self.chunk_tokens = min(chunk_tokens or model.n_batch, model.n_batch)
+        self.cost = PrefillCostModel()
+        self.cached: list[int] = []  # the tokens sequence 0 of the KV cache holds, in order
+        self.decode_steps = 0  # one-token decodes run (counted so tests can see work stop)
+        self.prefill_chunks = 0
+        self._active: CancelToken = NEVER_CANCELLED
+        self._abortable = False  # whether a cancel may interrupt the decode in progress
+        self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
+        self._lock = threading.Lock()
+
+    # --- lifecycle --------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        *,
+        name: str | None = None,
+        preset: str | None = None,
+        n_gpu_layers: int = -1,
+        n_ctx: int = 4096,
+        calibrate: bool = True,
+        **session_options: float,
+    ) -> ModelSession:
+        """Load a GGUF file; n_gpu_layers=-1 offloads every layer when a CUDA GPU is usable."""
+        from engine.device import cuda_gpu_name, has_usable_cuda_gpu
+
+        if n_gpu_layers < 0:
+            n_gpu_layers = 999 if has_usable_cuda_gpu() else 0
+        on_gpu = n_gpu_layers > 0 and native.supports_gpu_offload()
+        model = native.load(
+            path,
+            n_ctx=n_ctx,
+            n_batch=128 if on_gpu else 256,
+            n_gpu_layers=n_gpu_layers if on_gpu else 0,
+        )
+        device = f"cuda ({cuda_gpu_name() or 'GPU'})" if on_gpu else "cpu"
+        layers = min(n_gpu_layers, model.n_layer + 1) if on_gpu else 0
+        info = ModelInfo(
+            name=name or path.stem,
+            path=str(path),
+            preset=preset,
+            device=device,
+            n_gpu_layers=layers,
+            family="",
+            n_ctx=model.n_ctx,
+        )
+        session = cls(model, info, **session_options)  # type: ignore[arg-type]
+        session.info = replace(info, family=session.template.family)
+        session.model.set_abort(session._abort_cb)
+        if calibrate:
+            session.calibrate()
+        return session
+
+    def close(self) -> None:
+        with self._lock:
+            self.model.set_abort(None)
+            self.model.close()
+            self.cached = []
+
+    def _should_abort(self, _data: object) -> bool:
+        return self._abortable and self._active.cancelled
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.model.tokenize(text, add_special=False, parse_special=False)
+
+    def calibrate(self) -> None:
+        """Measure one-token and many-token decodes so keystroke budgets start out right."""
+        token = self.tokenize("\n")[0]
+        sizes = (1, 1, min(64, self.chunk_tokens), 1, min(64, self.chunk_tokens))
+        for i, n in enumerate(sizes):
+            self.model.kv_clear()
+            start = time.perf_counter()
+            self.model.decode([token] * n, 0, want_logits=True)
+            if i > 0:  # the very first decode pays one-time allocations
+                self.cost.observe(n, (time.perf_counter() - start) * 1000)
+        self.model.kv_clear()
+        self.cached = []
+        log.info(
+            "prefill cost: %.1f ms + %.2f ms/token", self.cost.fixed_ms, self.cost.per_token_ms
+        )
+
+    # --- the request ------------------------------------------------------------------------
+    def complete(
+        self,
+        request: CompletionRequest,
+        cancel: CancelToken | None = None,
+        on_text: OnText | None = None,
+    ) -> Completion:
+        """Generate the suggestion for one cursor state (max_tokens=0: prefill only)."""
+        cancel = cancel or NEVER_CANCELLED
+        with self._lock:
+            self._active = cancel
+            try:
+                return self._complete(request, cancel, on_text)
+            finally:
+                self._active = NEVER_CANCELLED
+
+    def _complete(
+        self, request: CompletionRequest, cancel: CancelToken, on_text: OnText | None
+    ) -> Completion:
+        timings = Timings()
+        start = time.perf_counter()
+        prompt = self.build_prompt(request)
+        timings.prompt_ms = (time.perf_counter() - start) * 1000
+        timings.suffix_tokens = prompt.suffix_tokens
+        try:
+            first, reused, new, prefill_ms = self.prefill(
+                prompt.tokens, cancel, stable=prompt.stable_tokens
+            )
+        except Cancelled:
+            timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
+            timings.total_ms = (time.perf_counter() - start) * 1000
+            return Completion("", "", timings, "cancelled", cancelled=True, mode=request.mode)
+        timings.prefill_reused_tokens, timings.prefill_new_tokens = reused, new
+        timings.prefill_ms = prefill_ms
+        timings.ttft_ms = (time.perf_counter() - start) * 1000
+        if request.max_tokens <= 0:
+            timings.total_ms = timings.ttft_ms
+            return Completion("", "", timings, "prefill_only", mode=request.mode)
+
+        before, after = _line_around_cursor(request.prefix, request.suffix)
+        policy = StopPolicy.for_cursor(request.multiline, before, after, request.suffix)
+        decode_start = time.perf_counter()
+        raw, n_generated, reason = self.decode_n_tokens(
+            first, request.max_tokens, policy, cancel, on_text
+        )
+        timings.decode_tokens = n_generated
+        timings.decode_ms = (time.perf_counter() - decode_start) * 1000
+        timings.total_ms = (time.perf_counter() - start) * 1000
+        text = clean_suggestion(raw, after)
+        return Completion(
+            text, raw, timings, reason, cancelled=reason == "cancelled", mode=request.mode
+        )
+
+    # --- phase 1: the prompt ----------------------------------------------------------------
+    def build_prompt(self, request: CompletionRequest) -> Prompt:
+        cursor_line = request.cursor_line
+        if cursor_line is None:
+            cursor_line = request.prefix.count("\n")
+        parts = self.builder.parts(request.doc_id, request.prefix, request.suffix, cursor_line)
+        if request.mode == "full" or not parts.suffix_units:
+            return self.builder.assemble(parts)
+        return self.builder.assemble(parts, self._suffix_units_for_keystroke(parts))
+
+    def _suffix_units_for_keystroke(self, parts: PromptParts) -> int:
+        """As many suffix units as the prefill budget allows, given what is cached.
+
+        This is the cost of the quality-first layout: the suffix sits after the edit point, so
+        a keystroke re-decodes whatever suffix it keeps. On a GPU the budget covers all of it.
+        """
+        allowed = self.cost.tokens_within(self.keystroke_prefill_ms)
+        lcp_head = common_prefix_len(self.cached, parts.head)
+        if lcp_head < len(parts.head):
+            new = len(parts.head) - lcp_head + len(parts.tail)
+            k = 0
+            for n in parts.suffix_unit_tokens:
+                if new + n > allowed:
+                    break
+                new += n
+                k += 1
+            return k
+        # The head is cached (the same cursor state again, e.g. a pause refresh): the cached
+        # suffix can be reused too, so price each candidate exactly (binary search on k).
+        lo, hi = 0, len(parts.suffix_units)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            tokens = self.builder.assemble(parts, mid).tokens
+            if len(tokens) - common_prefix_len(self.cached, tokens) <= allowed:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    # --- phase 2: prefill -------------------------------------------------------------------
+    def prefill_chunk_tokens(self) -> int:
+        """Chunk size: about PREFILL_CHUNK_MS of work, so a cancel waits at most that long."""
+        return max(32, min(self.chunk_tokens, self.cost.tokens_within(PREFILL_CHUNK_MS)))
+
+    def prefill(
+        self, tokens: list[int], cancel: CancelToken, stable: int = 0
+    ) -> tuple[int, int, int, float]:
+        """Make the KV cache hold `tokens`; returns (first token, reused, new, ms).
+
+        Tokens before `stable` are the text before the cursor, which the next keystroke will
+        share: a cancel stops them at a chunk boundary and keeps what is done (so typing fast
+        over a cold prompt still warms the cache). The rest is thrown away by the next
+        keystroke anyway, so a cancel aborts it at once (llama.cpp's abort callback).
+        """
+        start = time.perf_counter()
+        keep = common_prefix_len(self.cached, tokens)
+        if keep >= len(tokens):
+            keep = len(tokens) - 1  # the last prompt token must be decoded for its logits
+        if keep < len(self.cached):
+            self.model.kv_remove_from(keep)
+            del self.cached[keep:]
+        todo = tokens[keep:]
+        if len(tokens) + 1 >= self.model.n_ctx:
+            raise native.DecodeError(f"prompt of {len(tokens)} tokens does not fit n_ctx")
+        chunk_size = self.prefill_chunk_tokens()
+        offset = 0
+        while offset < len(todo):
+            if cancel.cancelled:
+                raise Cancelled()
+            position = keep + offset
+            # Chunks end at the stable boundary so the two kinds never share a chunk.
+            end = min(len(todo), offset + chunk_size)
+            if position < stable < keep + end:
+                end = stable - keep
+            chunk = todo[offset:end]
+            offset = end
+            self._abortable = position >= stable
+            t = time.perf_counter()
+            try:
+                self.model.decode(chunk, len(self.cached), want_logits=offset >= len(todo))
+            except native.DecodeAborted:
+                self.model.kv_remove_from(len(self.cached))  # drop any half-written cells
+                raise Cancelled() from None
+            finally:
+                self._abortable = True
+            self.cost.observe(len(chunk), (time.perf_counter() - t) * 1000)
+            self.cached.extend(chunk)
+            self.prefill_chunks += 1
+        return self.model.argmax_last(), keep, len(todo), (time.perf_counter() - start) * 1000
+
+    # --- phase 3: decode --------------------------------------------------------------------
+    def decode_one_token(self, token: int) -> int:
+        """Append `token` to the KV cache and return the greedy next token."""
+        self.model.decode([token], len(self.cached), want_logits=True)
+        self.cached.append(token)
+        self.decode_steps += 1
+        return self.model.argmax_last()
+
+    def decode_n_tokens(
+        self,
+        first: int,
+        max_tokens: int,
+        policy: StopPolicy,
+        cancel: CancelToken,
+        on_text: OnText | None,
+    ) -> tuple[str, int, str]:
+        """Greedy decode from `first`; returns (text, tokens generated, stop reason)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        token = first
+        generated = 0
+        stop_ids = self.template.stop_tokens
+        while True:
+            if token in stop_ids or self.model.is_eog(token):
+                return text, generated, "eog"
+            generated += 1
+            text += utf8.decode(self.model.token_piece(token))
+            decision = policy.check(text)
+            if decision.stop:
+                return (
+                    text[: decision.keep] if decision.keep >= 0 else text,
+                    generated,
+                    decision.reason,
+                )
+            if on_text is not None:
+                on_text(text)
+            if generated >= max_tokens:
+                return text, generated, "max_tokens"
+            if cancel.cancelled:
+                return text, generated, "cancelled"
+            if len(self.cached) + 2 >= self.model.n_ctx:
+                return text, generated, "context_full"
+            try:
+                token = self.decode_one_token(token)
+            except native.DecodeAborted:
+                self.model.kv_remove_from(len(self.cached))
+                return text, generated, "cancelled"
+
+
+def _template_of(model: native.NativeModel) -> FimTemplate:
+    ids = native.special_token_ids(model)
+
+    def find_token(text: str) -> int:
+        found = model.tokenize(text, add_special=False, parse_special=True)
+        return found[0] if len(found) == 1 and model.token_text(found[0]) == text else -1
+
+    return detect_template(
+        ids,
+        model.token_text,
+        model_name=model.meta("general.name") or "",
+        architecture=model.meta("general.architecture") or "",
+        add_bos=native.adds_bos(model),
+        find_token=find_token,
+    )

@@ -1,0 +1,89 @@
+"""Suggestions we already have: reuse before compute.
+
+Every suggestion, finished or still being generated, is kept in an LRU keyed by an xxhash of
+the text around the cursor it was made for. When the user types characters that match the start
+of a suggestion, the new cursor state is answered from it at once, with no model work: the key
+of each earlier state (the new prefix minus its last i characters) is looked up, and the
+characters in between must equal the suggestion's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import xxhash
+from cachetools import LRUCache
+
+PREFIX_KEY_CHARS = 384  # text before the cursor that identifies a state
+SUFFIX_KEY_CHARS = 128  # text after the cursor
+MAX_TYPED_THROUGH = 256  # characters typed into a suggestion that can still be matched
+
+
+def context_key(prefix_tail: str, suffix_head: str) -> int:
+    key = prefix_tail[-PREFIX_KEY_CHARS:] + "\x00" + suffix_head[:SUFFIX_KEY_CHARS]
+    return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass"))
+
+
+@dataclass
+class Suggestion:
+    """A suggestion for one cursor state; `text` grows while the model generates it."""
+
+    text: str = ""
+    done: bool = False
+    cancelled: bool = False
+    listeners: list[Callable[[Suggestion], None]] = field(default_factory=list)
+
+    def update(self, text: str, *, done: bool = False, cancelled: bool = False) -> None:
+        self.text = text
+        self.cancelled = self.cancelled or cancelled
+        self.done = self.done or done or cancelled  # a cancelled suggestion will not grow
+        for listener in list(self.listeners):
+            listener(self)
+
+    def could_continue(self, typed: str) -> bool:
+        """Typing `typed` into this suggestion leaves something to show, now or once it grows."""
+        if self.text.startswith(typed) and len(self.text) > len(typed):
+            return True
+        return not self.done and (self.text.startswith(typed) or typed.startswith(self.text))
+
+
+@dataclass
+class Hit:
+    suggestion: Suggestion
+    typed: str  # characters typed since the suggestion's state
+
+    @property
+    def remaining(self) -> str:
+        return (
+            self.suggestion.text[len(self.typed) :]
+            if self.suggestion.text.startswith(self.typed)
+            else ""
+        )
+
+
+class SuggestionCache:
+    def __init__(self, maxsize: int = 512) -> None:
+        self._entries: LRUCache[int, Suggestion] = LRUCache(maxsize=maxsize)
+
+    def put(self, prefix_tail: str, suffix_head: str, suggestion: Suggestion) -> None:
+        self._entries[context_key(prefix_tail, suffix_head)] = suggestion
+
+    def lookup(self, prefix_tail: str, suffix_head: str) -> Hit | None:
+        """The suggestion this state types through, if any (most recent state first)."""
+        limit = min(MAX_TYPED_THROUGH, len(prefix_tail))
+        for i in range(limit + 1):
+            base = prefix_tail[: len(prefix_tail) - i]
+            found = self._entries.get(context_key(base, suffix_head))
+            if found is None:
+                continue
+            typed = prefix_tail[len(prefix_tail) - i :]
+            if found.could_continue(typed):
+                return Hit(found, typed)
+        return None
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,145 @@
+"""The `ghostfim` command: serve, complete, models, doctor.
+
+Errors a user can cause (a missing model, a corrupt file, a position outside the file) end in one
+line on stderr and a non-zero exit, never a traceback (set GHOSTFIM_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class UserError(Exception):
+    """A problem with what the user asked for: reported in one line."""
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ghostfim",
+        description="Inline code completion from a local fill-in-the-middle model.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the LSP server (stdio by default)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    serve.add_argument("--model", metavar="PRESET|PATH", help="initial model (settings override)")
+
+    complete = sub.add_parser("complete", help="print the ghost text at FILE:LINE:COL")
+    complete.add_argument("location", metavar="FILE:LINE:COL", help="1-based line and column")
+    complete.add_argument(
+        "--model", metavar="PRESET|PATH", help="tiny|small|medium|large or a .gguf"
+    )
+    complete.add_argument("--json", action="store_true", help="one JSON object per completion")
+    complete.add_argument(
+        "--type",
+        metavar="TEXT",
+        dest="type_text",
+        help="then type TEXT one character at a time, completing after each",
+    )
+    complete.add_argument("--max-tokens", type=int, default=64)
+    complete.add_argument("--multiline", choices=("auto", "always", "never"), default="auto")
+    complete.add_argument(
+        "--n-gpu-layers",
+        type=int,
+        default=-1,
+        help="-1: all layers on a CUDA GPU when there is one (default)",
+    )
+    complete.add_argument("--prefix-tokens", type=int, default=768)
+    complete.add_argument("--suffix-tokens", type=int, default=256)
+    complete.add_argument("--keystroke-prefill-ms", type=float, default=80.0)
+
+    models = sub.add_parser("models", help="list the model presets, fetch one")
+    models.add_argument("--json", action="store_true")
+    models.add_argument(
+        "--fetch", metavar="PRESET", help="download/assemble a preset into the cache"
+    )
+
+    sub.add_parser("doctor", help="check the llama.cpp build, the GPU and the models")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="ghostfim: %(message)s",
+    )
+    try:
+        if args.command == "serve":
+            from lsp.server import run_server
+
+            return run_server(tcp=args.tcp, model=args.model)
+        if args.command == "complete":
+            from lsp.complete_cmd import run_complete
+
+            return run_complete(args)
+        if args.command == "models":
+            return _run_models(args)
+        if args.command == "doctor":
+            from engine.doctor import run_doctor
+
+            return run_doctor()
+    except UserError as exc:
+        sys.stderr.write(f"ghostfim: error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the last line of defence: one line, unless debugging
+        if os.environ.get("GHOSTFIM_DEBUG"):
+            raise
+        sys.stderr.write(f"ghostfim: error: {exc}\n")
+        return EXIT_FAILURE
+    return EXIT_USAGE
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from engine.models import PRESET_NAMES, ModelNotFoundError, fetch_model, list_models
+
+    if args.fetch:
+        if args.fetch not in PRESET_NAMES:
+            raise UserError(
+                f"unknown preset {args.fetch!r}; choose one of {', '.join(PRESET_NAMES)}"
+            )
+        try:
+            path = fetch_model(args.fetch)
+        except ModelNotFoundError as exc:
+            raise UserError(str(exc)) from None
+        sys.stderr.write(f"ghostfim: {args.fetch} is at {path}\n")
+    rows = list_models()
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    sys.stdout.write(f"{'preset':<8} {'present':<8} {'size':>9}  {'name':<38} path\n")
+    for row in rows:
+        size = f"{row['bytes'] / 2**20:.0f} MiB" if row["bytes"] else "?"
+        where = row["path"] or "(not fetched: ghostfim models --fetch " + row["preset"] + ")"
+        sys.stdout.write(
+            f"{row['preset']:<8} {'yes' if row['present'] else 'no':<8} {size:>9}  "
+            f"{row['name']:<38} {where}\n"
+        )
+    return 0
+
+
+def parse_location(location: str) -> tuple[Path, int, int]:
+    """FILE:LINE:COL with 1-based line and column (a path may itself contain ':')."""
+    try:
+        file_part, line_part, col_part = location.rsplit(":", 2)
+        line, col = int(line_part), int(col_part)
+    except ValueError:
+        raise UserError(f"expected FILE:LINE:COL (1-based), got {location!r}") from None
+    return Path(file_part), line, col
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,315 @@
+"""`ghostfim serve`: the LSP server. Handlers stay thin: get the document, ask the engine's
+CompletionService, convert to protocol types. See docs/protocol.md for the surface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Generator
+from typing import Any, ClassVar
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from engine.service import CompletionOptions, CompletionService, CursorState
+from lsp.documents import DocumentIndex, PositionError, cursor_state
+from lsp.settings import Settings, parse_settings
+
+VERSION = "0.1.0"
+log = logging.getLogger("ghostfim.server")
+
+
+class GhostfimProtocol(LanguageServerProtocol):
+    """Prefers UTF-8 positions whenever the client offers them (UTF-16 otherwise)."""
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, Any]:
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            offered = list(general.position_encodings)
+            if types.PositionEncodingKind.Utf8 in offered:
+                offered.remove(types.PositionEncodingKind.Utf8)
+                general.position_encodings = [types.PositionEncodingKind.Utf8, *offered]
+        return (yield from super().lsp_initialize(params))
+
+
+class LspEvents:
+    """The engine's events, as LSP notifications and messages."""
+
+    def __init__(self, server: GhostfimServer) -> None:
+        self.server = server
+        self._progress_token: str | None = None
+
+    def ghost_text(self, state: CursorState, text: str, done: bool) -> None:
+        pos = state.position
+        self.server.protocol.notify(
+            "ghostfim/ghostText",
+            {
+                "uri": state.doc_id,
+                "version": state.version,
+                "position": {"line": pos.line, "character": pos.character},
+                "insertText": text,
+                "done": done,
+            },
+        )
+
+    def stats(self, payload: dict[str, Any]) -> None:
+        self.server.protocol.notify("ghostfim/stats", payload)
+
+    def status(self, payload: dict[str, Any]) -> None:
+        self.server.protocol.notify("ghostfim/statusChanged", payload)
+
+    def problem(self, message: str) -> None:
+        self.server.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=message)
+        )
+        log.error(message)
+
+    def progress(self, message: str, percentage: int | None, done: bool) -> None:
+        """Model loading as work-done progress, when the client supports it."""
+        caps = self.server.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            log.info(message)
+            return
+        progress = self.server.work_done_progress
+        if self._progress_token is None and not done:
+            token = self._progress_token = f"ghostfim-load-{uuid.uuid4().hex[:8]}"
+            progress.create(token)
+            progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title="ghostfim", message=message, percentage=percentage or 0, cancellable=False
+                ),
+            )
+        elif self._progress_token is not None and not done:
+            progress.report(
+                self._progress_token,
+                types.WorkDoneProgressReport(message=message, percentage=percentage),
+            )
+        elif self._progress_token is not None:
+            progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
+            self._progress_token = None
+
+
+class GhostfimServer(LanguageServer):
+    def __init__(self, default_model: str | None = None) -> None:
+        super().__init__(
+            "ghostfim",
+            VERSION,
+            protocol_cls=GhostfimProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
+        self.settings = Settings()
+        self.default_model = default_model
+        self.events = LspEvents(self)
+        self.service = CompletionService(self.events)
+        self.documents = DocumentIndex()
+        self._loaded_spec: tuple[str | None, int] | None = None
+        self._init_problems: list[str] = []
+        self.log_handler = LspLogHandler(self)
+
+    @property
+    def encoding(self) -> str:
+        return str(self.workspace.position_encoding or "utf-16")
+
+    # --- settings ---------------------------------------------------------------------------
+    def apply_settings(self, raw: Any) -> None:
+        # A client sends its whole section: what it leaves out is back to the default.
+        settings, problems = parse_settings(raw)
+        for problem in problems:
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
+            )
+            log.warning(problem)
+        self.settings = settings
+        self.service.set_options(completion_options(settings))
+        self.ensure_model()
+
+    def ensure_model(self) -> None:
+        """Load (or hot-switch to) the model the settings name, in the background."""
+        spec = self.settings.model_spec or self.default_model
+        wanted = (spec, self.settings.n_gpu_layers)
+        if wanted == self._loaded_spec:
+            return
+        self._loaded_spec = wanted
+        task = asyncio.ensure_future(
+            self.service.load_model(spec, n_gpu_layers=self.settings.n_gpu_layers)
+        )
+        task.add_done_callback(self._on_load_done(wanted))
+
+    def _on_load_done(self, wanted: tuple[str | None, int]) -> Any:
+        def done(task: asyncio.Task[bool]) -> None:
+            ok = not task.cancelled() and task.exception() is None and task.result()
+            if not ok and self._loaded_spec == wanted:
+                # Let a later settings change retry the same model.
+                self._loaded_spec = None if self.service.session is None else self._loaded_spec
+
+        return done
+
+
+def completion_options(s: Settings) -> CompletionOptions:
+    return CompletionOptions(
+        enable=s.enable,
+        max_tokens=s.max_tokens,
+        multiline=s.multiline,  # type: ignore[arg-type]
+        debounce_ms=s.debounce_ms,
+        max_rest_of_line=s.max_rest_of_line,
+        prefix_tokens=s.prefix_tokens,
+        suffix_tokens=s.suffix_tokens,
+        keystroke_prefill_ms=s.keystroke_prefill_ms,
+    )
+
+
+def build_server(default_model: str | None = None) -> GhostfimServer:
+    server = GhostfimServer(default_model)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: GhostfimServer, params: types.InitializeParams) -> None:
+        settings, problems = parse_settings(params.initialization_options)
+        ls.settings = settings
+        ls.service.set_options(completion_options(settings))
+        ls._init_problems = problems
+        ls.log_handler.loop = asyncio.get_running_loop()
+        if params.process_id:
+            watch_parent(params.process_id)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: GhostfimServer, _params: types.InitializedParams) -> None:
+        for problem in ls._init_problems:
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
+            )
+        ls.ensure_model()  # in the background: initialize never waits for a model
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: GhostfimServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        raw = params.settings
+        caps = ls.client_capabilities
+        if raw is None and caps and caps.workspace and caps.workspace.configuration:
+            items = [types.ConfigurationItem(section="ghostfim")]
+            with contextlib.suppress(Exception):
+                raw = (await ls.workspace_configuration_async(types.ConfigurationParams(items)))[0]
+        ls.apply_settings(raw)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: GhostfimServer, params: types.DidChangeTextDocumentParams) -> None:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        ls.service.document_changed(doc.uri, doc.source)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: GhostfimServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.service.document_closed(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: GhostfimServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList:
+        uri = params.text_document.uri
+        if uri not in ls.workspace.text_documents:
+            raise JsonRpcInvalidParams(f"document {uri} is not open")
+        doc = ls.workspace.get_text_document(uri)
+        text, version = doc.source, doc.version or 0
+        pos = params.position
+        try:
+            offset = ls.documents.offset_at(
+                uri, version, text, pos.line, pos.character, ls.encoding
+            )
+        except PositionError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
+        state = cursor_state(uri, version, pos, text, offset, pos.line)
+        explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        answer = await ls.service.complete(state, explicit=explicit)
+        if not answer.text:
+            return types.InlineCompletionList(items=[])
+        return types.InlineCompletionList(
+            items=[
+                types.InlineCompletionItem(
+                    insert_text=answer.text, range=types.Range(start=pos, end=pos)
+                )
+            ]
+        )
+
+    @server.feature("ghostfim/status")
+    def status(ls: GhostfimServer, _params: Any = None) -> dict[str, Any]:
+        return ls.service.status()
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: GhostfimServer, _params: Any = None) -> None:
+        await ls.service.shutdown()
+
+    return server
+
+
+def watch_parent(pid: int) -> None:
+    """Exit when the editor that started us is gone (no orphaned servers holding a model)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(2.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                log.warning("client process %d is gone; exiting", pid)
+                os._exit(0)
+            except PermissionError:
+                pass  # it exists, owned by someone else
+
+    threading.Thread(target=watch, name="ghostfim-parent-watch", daemon=True).start()
+
+
+class LspLogHandler(logging.Handler):
+    """Our log records as window/logMessage (never stdout: that is the protocol stream)."""
+
+    LEVELS: ClassVar[dict[int, types.MessageType]] = {
+        logging.ERROR: types.MessageType.Error,
+        logging.WARNING: types.MessageType.Warning,
+        logging.INFO: types.MessageType.Info,
+    }
+
+    def __init__(self, server: GhostfimServer) -> None:
+        super().__init__()
+        self.server = server
+        self.loop: asyncio.AbstractEventLoop | None = None  # set once the server's loop runs
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.loop is None:
+            return  # before initialize there is no one to tell
+        kind = self.LEVELS.get(record.levelno, types.MessageType.Log)
+        params = types.LogMessageParams(type=kind, message=self.format(record))
+        with contextlib.suppress(RuntimeError):  # the loop may be closing
+            self.loop.call_soon_threadsafe(self.server.window_log_message, params)
+
+
+def run_server(tcp: str | None = None, model: str | None = None) -> int:
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    server = build_server(model)
+    root = logging.getLogger("ghostfim")
+    root.handlers = [server.log_handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    logging.getLogger("ghostfim.llama").setLevel(logging.WARNING)
+    try:
+        if tcp:
+            host, _, port = tcp.rpartition(":")
+            server.start_tcp(host or "127.0.0.1", int(port))
+        else:
+            server.start_io()
+    finally:
+        server.service.worker.cancel_all()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # pygls may have closed them
+                stream.flush()
+    # Exit now: a decode still winding down on the model thread must not hold the process.
+    os._exit(0)
