@@ -88,6 +88,7 @@ class LspProcess:
                 if fut is not None and not fut.done():
                     if "error" in message:
                         fut.set_exception(RpcError(message["error"]))
+                        fut.exception()  # a cancelled request's error needs no reader
                     else:
                         fut.set_result(message.get("result"))
             elif "id" in message:  # a request from the server: answer it plainly

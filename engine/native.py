@@ -175,7 +175,9 @@ class NativeModel:
 
         CUDA ignores it, which is why prefill also goes in chunks with a check between them.
         """
-        self._abort_cb = callback
+        self._abort_cb = callback  # keep the ctypes callback alive while llama.cpp holds it
+        if callback is None:
+            callback = llama_cpp.ggml_abort_callback()  # a NULL function pointer
         llama_cpp.llama_set_abort_callback(self.ctx, callback, ctypes.c_void_p(0))
 
     def decode(self, tokens: Sequence[int], start_pos: int, *, want_logits: bool) -> None:
@@ -198,10 +200,12 @@ class NativeModel:
         if rc != DECODE_OK:
             raise DecodeError(f"llama_decode returned {rc} (n_tokens={n}, pos={start_pos})")
 
-    def argmax_last(self) -> int:
-        """Greedy pick from the logits of the last decoded token that asked for logits."""
+    def argmax_last(self, among: np.ndarray | None = None) -> int:
+        """Greedy pick from the logits of the last decoded token (optionally among some ids)."""
         ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
         logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        if among is not None and len(among):
+            return int(among[int(logits[among].argmax())])
         return int(logits.argmax())
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ class PromptParts:
     prefix_text: str
     prefix_start_line: int
     prefix_tokens: int
+    heal: bytes = b""  # text of the prefix's last token, taken out for token healing
 
 
 # The last prefix tokens may merge with the next typed character (BPE): not stable.
@@ -60,6 +61,7 @@ class Prompt:
     # Tokens the next keystroke at this place will share (everything before the cursor but
     # its last tokens): worth finishing even when this request is cancelled.
     stable_tokens: int = 0
+    heal: bytes = b""  # the generated text must start with this (token healing)
 
 
 @dataclass
@@ -76,11 +78,13 @@ class PromptBuilder:
         tokenize: Tokenize,
         template: FimTemplate,
         *,
+        piece: Callable[[int], bytes] | None = None,
         prefix_tokens: int = 768,
         suffix_tokens: int = 256,
     ) -> None:
         self.tokenize = tokenize
         self.template = template
+        self.piece = piece
         self.prefix_budget = prefix_tokens
         self.suffix_budget = suffix_tokens
         self._line_tokens: LRUCache[str, int] = LRUCache(maxsize=8192)
@@ -162,19 +166,22 @@ class PromptBuilder:
         t = self.template
         prefix_text, start_line = self.choose_prefix(doc_id, prefix, cursor_line)
         prefix_ids = self.tokenize(prefix_text)
+        heal = b""
+        if self.piece is not None and prefix_ids and _ends_inside_word(prefix_text):
+            heal = self.piece(prefix_ids.pop())
         bos = [t.bos] if t.bos >= 0 else []
+        n_prefix = len(prefix_ids)
         if t.layout == "prefix":
-            return PromptParts(
-                bos + prefix_ids, [], [], [], prefix_text, start_line, len(prefix_ids)
-            )
+            head = [*bos, *prefix_ids]
+            return PromptParts(head, [], [], [], prefix_text, start_line, n_prefix, heal)
         units, counts = self.suffix_units(suffix)
         if t.layout == "spm":
             # The suffix comes first, so it is cached across keystrokes: always use all of it.
             suffix_ids = self.tokenize("".join(units))
             head = [*bos, t.suf, *suffix_ids, t.pre, *prefix_ids]
-            return PromptParts(head, [], [], [], prefix_text, start_line, len(prefix_ids))
+            return PromptParts(head, [], [], [], prefix_text, start_line, n_prefix, heal)
         head = [*bos, t.pre, *prefix_ids, t.suf]
-        return PromptParts(head, units, counts, [t.mid], prefix_text, start_line, len(prefix_ids))
+        return PromptParts(head, units, counts, [t.mid], prefix_text, start_line, n_prefix, heal)
 
     def assemble(self, parts: PromptParts, n_units: int | None = None) -> Prompt:
         """The prompt with the first n_units suffix units (all when None)."""
@@ -185,7 +192,12 @@ class PromptBuilder:
         # head ends with the prefix (SPM, prefix-only) or with the prefix and one SUF token (PSM)
         head_prefix_end = len(parts.head) - (1 if parts.tail else 0)
         stable = max(0, head_prefix_end - UNSTABLE_PREFIX_TOKENS)
-        return Prompt(tokens, parts.prefix_tokens, len(suffix_ids), k, total, stable)
+        return Prompt(tokens, parts.prefix_tokens, len(suffix_ids), k, total, stable, parts.heal)
+
+
+def _ends_inside_word(text: str) -> bool:
+    """The cursor follows a letter, digit or underscore: the last token may be a fragment."""
+    return bool(text) and (text[-1].isalnum() or text[-1] == "_")
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:

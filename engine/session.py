@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import llama_cpp
+import numpy as np
 
 from engine import native
 from engine.fim import FimTemplate, detect_template
@@ -33,6 +34,7 @@ from engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
 from engine.speed import PrefillCostModel
 from engine.stops import Multiline, StopPolicy
 from engine.timings import Timings
+from engine.vocab import VocabIndex
 
 log = logging.getLogger("ghostfim.session")
 
@@ -137,8 +139,13 @@ class ModelSession:
         prefix_tokens = max(16, min(prefix_tokens, int(room * 0.7 / 1.25)))
         suffix_tokens = max(0, min(suffix_tokens, room - int(prefix_tokens * 1.25)))
         self.builder = PromptBuilder(
-            self.tokenize, self.template, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+            self.tokenize,
+            self.template,
+            piece=model.token_piece,
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
         )
+        self._vocab: VocabIndex | None = None  # built on first use (token healing)
         self.keystroke_prefill_ms = keystroke_prefill_ms
         self.chunk_tokens = min(chunk_tokens or model.n_batch, model.n_batch)
         self.cost = PrefillCostModel()
@@ -191,6 +198,7 @@ class ModelSession:
         session.model.set_abort(session._abort_cb)
         if calibrate:
             session.calibrate()
+            session._healing_candidates(b"_")  # index the vocabulary now, not on a keystroke
         return session
 
     def close(self) -> None:
@@ -247,7 +255,7 @@ class ModelSession:
         timings.suffix_tokens = prompt.suffix_tokens
         try:
             first, reused, new, prefill_ms = self.prefill(
-                prompt.tokens, cancel, stable=prompt.stable_tokens
+                prompt.tokens, cancel, stable=prompt.stable_tokens, heal=prompt.heal
             )
         except Cancelled:
             timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
@@ -264,7 +272,7 @@ class ModelSession:
         policy = StopPolicy.for_cursor(request.multiline, before, after, request.suffix)
         decode_start = time.perf_counter()
         raw, n_generated, reason = self.decode_n_tokens(
-            first, request.max_tokens, policy, cancel, on_text
+            first, request.max_tokens, policy, cancel, on_text, heal=prompt.heal
         )
         timings.decode_tokens = n_generated
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
@@ -319,7 +327,7 @@ class ModelSession:
         return max(32, min(self.chunk_tokens, self.cost.tokens_within(PREFILL_CHUNK_MS)))
 
     def prefill(
-        self, tokens: list[int], cancel: CancelToken, stable: int = 0
+        self, tokens: list[int], cancel: CancelToken, stable: int = 0, heal: bytes = b""
     ) -> tuple[int, int, int, float]:
         """Make the KV cache hold `tokens`; returns (first token, reused, new, ms).
 
@@ -362,15 +370,24 @@ class ModelSession:
             self.cost.observe(len(chunk), (time.perf_counter() - t) * 1000)
             self.cached.extend(chunk)
             self.prefill_chunks += 1
-        return self.model.argmax_last(), keep, len(todo), (time.perf_counter() - start) * 1000
+        first = self.model.argmax_last(self._healing_candidates(heal))
+        return first, keep, len(todo), (time.perf_counter() - start) * 1000
 
     # --- phase 3: decode --------------------------------------------------------------------
-    def decode_one_token(self, token: int) -> int:
+    def decode_one_token(self, token: int, heal: bytes = b"") -> int:
         """Append `token` to the KV cache and return the greedy next token."""
         self.model.decode([token], len(self.cached), want_logits=True)
         self.cached.append(token)
         self.decode_steps += 1
-        return self.model.argmax_last()
+        return self.model.argmax_last(self._healing_candidates(heal))
+
+    def _healing_candidates(self, heal: bytes) -> np.ndarray | None:
+        """Tokens that agree with the text still to be healed (None: any token)."""
+        if not heal:
+            return None
+        if self._vocab is None:
+            self._vocab = VocabIndex(self.model.n_vocab, self.model.token_piece)
+        return self._vocab.candidates(heal)
 
     def decode_n_tokens(
         self,
@@ -379,8 +396,13 @@ class ModelSession:
         policy: StopPolicy,
         cancel: CancelToken,
         on_text: OnText | None,
+        heal: bytes = b"",
     ) -> tuple[str, int, str]:
-        """Greedy decode from `first`; returns (text, tokens generated, stop reason)."""
+        """Greedy decode from `first`; returns (text, tokens generated, stop reason).
+
+        With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
+        and only what follows it is the suggestion.
+        """
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         token = first
@@ -390,7 +412,11 @@ class ModelSession:
             if token in stop_ids or self.model.is_eog(token):
                 return text, generated, "eog"
             generated += 1
-            text += utf8.decode(self.model.token_piece(token))
+            piece = self.model.token_piece(token)
+            if heal:
+                done = min(len(heal), len(piece))
+                piece, heal = piece[done:], heal[done:]
+            text += utf8.decode(piece)
             decision = policy.check(text)
             if decision.stop:
                 return (
@@ -407,7 +433,7 @@ class ModelSession:
             if len(self.cached) + 2 >= self.model.n_ctx:
                 return text, generated, "context_full"
             try:
-                token = self.decode_one_token(token)
+                token = self.decode_one_token(token, heal)
             except native.DecodeAborted:
                 self.model.kv_remove_from(len(self.cached))
                 return text, generated, "cancelled"

@@ -278,10 +278,16 @@ end
 
 local function check_server_ready()
   local result, err
+  local started = vim.loop.now()
   local ready = wait_for(90000, function()
     result, err = status_now(5000)
+    -- A server that never started will not start later: fail now rather than in 90 s.
+    if not require("ghostfim.client").get() and vim.loop.now() - started > 10000 then
+      return true
+    end
     return result and result.state == "ready"
   end, 250)
+  ready = ready and result and result.state == "ready"
   if not ready then
     return fail("server ready", string.format("last ghostfim/status: %s %s",
       vim.inspect(result), vim.inspect(err)))

@@ -75,12 +75,21 @@ function M.attach(bufnr, cfg, settings, hooks)
   return id
 end
 
+-- Clients we stopped ourselves: their exit is neither an error nor news to act on.
+local stopped_on_purpose = {}
+
 function M.stop()
   local client = M.get()
   if client then
+    stopped_on_purpose[client.id] = true
     call(client, "stop")
   end
   M.id = nil
+end
+
+--- Whether the exit of client `id` calls for a reaction: it is ours and we did not stop it.
+function M.exit_unexpected(id)
+  return id == M.id and not stopped_on_purpose[id]
 end
 
 --- @return boolean sent, integer|nil request id

@@ -1,6 +1,6 @@
 -- ghostfim: inline code completion (ghost text) from the `ghostfim serve` LSP server.
 -- See :help ghostfim. Public API: setup(), accept(), accept_word(), accept_line(), dismiss(),
--- trigger(), toggle(), set_model(), status(), statusline(), namespace().
+-- trigger(), toggle(), set_model(), status(), statusline(), namespace(), config().
 local client = require("ghostfim.client")
 local config = require("ghostfim.config")
 local ghost = require("ghostfim.ghost")
@@ -16,7 +16,6 @@ local backend = suggestion
 local attached = {} -- bufnr -> list of the keys mapped in it
 local augroup = nil
 local enabled = true
-local stopping = false
 local start_error_reported = false
 
 local function notify_error(message)
@@ -57,12 +56,13 @@ local lsp_hooks = {
   on_init = function()
     vim.schedule(status.schedule_refresh)
   end,
-  on_exit = function(code)
+  -- Neovim itself reports a server that quit abnormally; we only stop showing it as working.
+  -- Buffers are attached again (and the server restarted) on :GhostfimToggle or a new file.
+  on_exit = function(_, _, client_id)
     vim.schedule(function()
-      status.server_exited()
-      attached = {}
-      if code ~= 0 and not stopping then
-        notify_error(string.format("the server exited with code %d", code))
+      if client.exit_unexpected(client_id) then
+        status.server_failed()
+        attached = {}
       end
     end)
   end,
@@ -137,6 +137,7 @@ local function attach(bufnr)
   end
   local id, err = client.attach(bufnr, cfg, config.server_settings(cfg), lsp_hooks)
   if not id then
+    status.server_failed()
     if not start_error_reported then
       start_error_reported = true
       notify_error(err)
@@ -144,6 +145,8 @@ local function attach(bufnr)
     return
   end
   attached[bufnr] = map_keys(bufnr)
+  -- A buffer attached before the server exited still has our autocommands.
+  vim.api.nvim_clear_autocmds({ group = augroup, buffer = bufnr })
   if backend == native then
     native.attach(bufnr)
   else
@@ -184,11 +187,8 @@ local function create_commands()
         notify_error("ghostfim/status failed: " .. tostring(err.message or err))
         return
       end
-      local chunks = {}
-      for _, line in ipairs(status.describe(result)) do
-        table.insert(chunks, { line .. "\n" })
-      end
-      vim.api.nvim_echo(chunks, true, {})
+      local text = table.concat(status.describe(result), "\n")
+      vim.api.nvim_echo({ { text } }, true, {})
     end)
   end, { nargs = 0, desc = "ghostfim: show the server's model, state and latency" })
   vim.api.nvim_create_user_command("GhostfimToggle", function()
@@ -200,9 +200,7 @@ local function teardown()
   backend.clear()
   unmap_keys()
   attached = {}
-  stopping = true
   client.stop()
-  stopping = false
   status.reset()
 end
 
@@ -218,6 +216,7 @@ function M.setup(opts)
     teardown()
   end
   cfg = resolved
+  start_error_reported = false
   backend = (cfg.native and native.available()) and native or suggestion
 
   ghost.define_highlight()

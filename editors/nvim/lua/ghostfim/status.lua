@@ -43,7 +43,8 @@ function M.update(status)
   end
 end
 
-function M.server_exited()
+--- The server could not start, or exited.
+function M.server_failed()
   cache.state = "error"
   cache.load = nil
 end

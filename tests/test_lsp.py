@@ -1,0 +1,288 @@
+"""The LSP server over stdio with the real small model, driven as an editor drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_lsp
+from conftest import SAMPLE
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from bench.lspclient import LspProcess, RpcError
+
+SERVER = [sys.executable, "-m", "lsp.cli", "serve"]
+URI = "file:///work/stats.py"
+
+
+# --- capabilities, with pytest-lsp ---------------------------------------------------------------
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def lsp_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    params = types.InitializeParams(
+        capabilities=types.ClientCapabilities(
+            general=types.GeneralClientCapabilities(position_encodings=["utf-16", "utf-8"])
+        ),
+        initialization_options={"model": {"size": "tiny"}},
+    )
+    result = await lsp_client.initialize_session(params)
+    lsp_client.init_result = result  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_capabilities_advertise_inline_completion(lsp_client: LanguageClient) -> None:
+    caps = lsp_client.init_result.capabilities  # type: ignore[attr-defined]
+    assert caps.inline_completion_provider is not None
+    sync = caps.text_document_sync
+    assert getattr(sync, "change", sync) == types.TextDocumentSyncKind.Incremental
+    assert caps.position_encoding == types.PositionEncodingKind.Utf8  # offered, so preferred
+
+
+# --- an editor-like session with the raw client -------------------------------------------------
+async def start(options: dict[str, Any] | None = None) -> LspProcess:
+    client = await LspProcess.start(SERVER)
+    await client.initialize(options if options is not None else {"model": {"size": "small"}})
+    status = await client.wait_ready()
+    assert status["state"] == "ready", status
+    return client
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[LspProcess]:
+    client = await start()
+    yield client
+    assert await client.stop() == 0
+
+
+class Editor:
+    """One open document and a cursor, changed the way an editor changes them."""
+
+    def __init__(self, client: LspProcess, text: str, line: int, col: int) -> None:
+        self.client, self.text, self.line, self.col, self.version = client, text, line, col, 1
+        self.previous: tuple[int, asyncio.Future[Any]] | None = None
+
+    async def open(self) -> None:
+        await self.client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": self.text}},
+        )
+
+    async def type(self, ch: str) -> None:
+        self.version += 1
+        pos = {"line": self.line, "character": self.col}
+        await self.client.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": URI, "version": self.version},
+                "contentChanges": [{"range": {"start": pos, "end": pos}, "text": ch}],
+            },
+        )
+        self.col += len(ch)
+
+    async def request(self, trigger: int = 2) -> tuple[int, asyncio.Future[Any]]:
+        if self.previous is not None and not self.previous[1].done():
+            await self.client.cancel(self.previous[0])  # as VS Code does on every keystroke
+        self.previous = await self.client.request(
+            "textDocument/inlineCompletion",
+            {
+                "textDocument": {"uri": URI},
+                "position": {"line": self.line, "character": self.col},
+                "context": {"triggerKind": trigger},
+            },
+        )
+        return self.previous
+
+
+SOURCE = SAMPLE
+
+
+def editor_at_stddev(client: LspProcess) -> Editor:
+    lines = SOURCE.split("\n")
+    line = lines.index('    """Population standard deviation."""') + 1
+    return Editor(client, SOURCE, line, 4)
+
+
+def items(result: Any) -> list[str]:
+    return [item["insertText"] for item in result["items"]]
+
+
+async def settle(client: LspProcess, timeout: float = 30) -> dict[str, Any]:
+    """Wait until the model worker is idle and its step counter stands still."""
+    deadline = time.perf_counter() + timeout
+    last = None
+    while time.perf_counter() < deadline:
+        status = await client.call("ghostfim/status", None)
+        work = status["work"]
+        if not work["running"] and last == work["decodeSteps"]:
+            return status
+        last = work["decodeSteps"]
+        await asyncio.sleep(0.3)
+    raise AssertionError("the model never went idle")
+
+
+@pytest.mark.model
+async def test_typing_session_gets_ghost_text_and_stats(server: LspProcess) -> None:
+    editor = editor_at_stddev(server)
+    await editor.open()
+    answers: list[list[str]] = []
+    for ch in "return math.sq":
+        await editor.type(ch)
+        _, fut = await editor.request()
+        await asyncio.sleep(0.1)  # ~10 characters a second
+        if fut.done() and not fut.exception():
+            answers.append(items(fut.result()))
+    final = await asyncio.wait_for(editor.previous[1], 60)  # type: ignore[index]
+    assert items(final) and items(final)[0].startswith("rt"), final
+    await settle(server)
+    stats = [n.params for n in server.notifications if n.method == "ghostfim/stats"]
+    assert stats, "no ghostfim/stats notifications"
+    for s in stats:
+        assert set(s) >= {
+            "uri",
+            "version",
+            "source",
+            "cancelled",
+            "queueMs",
+            "debounceMs",
+            "prefillMs",
+            "ttftMs",
+            "decodeMs",
+            "totalMs",
+            "reusedTokens",
+            "newTokens",
+            "generatedTokens",
+            "model",
+        }
+    answered = [s for s in stats if s["source"] == "model" and not s["cancelled"]]
+    assert answered and max(s["reusedTokens"] for s in answered) > 50
+    status = await server.call("ghostfim/status", None)
+    assert status["latency"]["n"] >= 1 and status["latency"]["ttftP50"] > 0
+    assert set(status["latency"]) >= {"n", "ttftP50", "ttftP95", "ttftP99", "totalP50", "totalP95"}
+    assert set(status["model"]) >= {"name", "preset", "path", "device", "nGpuLayers"}
+
+
+@pytest.mark.model
+async def test_cancel_request_stops_engine_work(server: LspProcess) -> None:
+    text = SOURCE + "\n\nclass Matrix:\n    "
+    editor = Editor(server, text, text.count("\n"), 4)
+    await editor.open()
+    await settle(server)
+    rid, fut = await editor.request(trigger=1)  # explicit: no debounce, full prompt
+    await asyncio.sleep(0.05)
+    await server.cancel(rid)
+    with pytest.raises(RpcError) as err:
+        await asyncio.wait_for(fut, 30)
+    assert err.value.code == -32800
+    await asyncio.sleep(0.4)
+    before = (await server.call("ghostfim/status", None))["work"]
+    await asyncio.sleep(1.0)
+    after = (await server.call("ghostfim/status", None))["work"]
+    assert after["decodeSteps"] - before["decodeSteps"] <= 1, (before, after)
+    assert not after["running"]
+
+
+@pytest.mark.model
+async def test_an_edit_that_leaves_the_suggestion_stops_its_stream(server: LspProcess) -> None:
+    text = SOURCE + "\n\nclass Matrix:\n"
+    editor = Editor(server, text, text.count("\n"), 0)
+    await editor.open()
+    await settle(server)
+    _, fut = await editor.request(trigger=1)
+    await asyncio.wait_for(fut, 60)  # answered early; the suggestion keeps streaming
+    await editor.type("#")  # not what the model is writing
+    await asyncio.sleep(0.4)
+    before = (await server.call("ghostfim/status", None))["work"]
+    await asyncio.sleep(1.0)
+    after = (await server.call("ghostfim/status", None))["work"]
+    assert after["decodeSteps"] - before["decodeSteps"] <= 1
+
+
+@pytest.mark.model
+async def test_typed_through_reuse_answers_without_model_work(server: LspProcess) -> None:
+    editor = editor_at_stddev(server)
+    await editor.open()
+    _, fut = await editor.request(trigger=1)
+    first = items(await asyncio.wait_for(fut, 60))
+    assert first and len(first[0]) > 3, first
+    await asyncio.sleep(0.5)
+    # Wait for the streamed suggestion to finish, then for background work to end.
+    status = await settle(server)
+    full = [
+        n.params["insertText"]
+        for n in server.notifications
+        if n.method == "ghostfim/ghostText" and n.params["done"]
+    ]
+    suggestion = full[-1] if full else first[0]
+    steps = status["work"]["decodeSteps"]
+    for ch in suggestion[:3]:
+        await editor.type(ch)
+        _, fut = await editor.request()
+        answer = items(await asyncio.wait_for(fut, 10))
+        assert answer and suggestion.endswith(answer[0]), (answer, suggestion)
+    stats = [n.params for n in server.notifications if n.method == "ghostfim/stats"][-3:]
+    assert all(s["source"] == "cache" for s in stats), stats
+    after = (await server.call("ghostfim/status", None))["work"]["decodeSteps"]
+    assert after == steps
+
+
+@pytest.mark.model
+async def test_settings_switch_model_and_report_bad_values(server: LspProcess) -> None:
+    await server.notify(
+        "workspace/didChangeConfiguration",
+        {"settings": {"ghostfim": {"model": {"size": "tiny"}, "maxTokens": "x"}}},
+    )
+    deadline = time.perf_counter() + 120
+    status: dict[str, Any] = {}
+    while time.perf_counter() < deadline:
+        status = await server.call("ghostfim/status", None)
+        if status["model"] and status["model"]["preset"] == "tiny" and status["state"] == "ready":
+            break
+        await asyncio.sleep(0.2)
+    assert status["model"]["preset"] == "tiny", status
+    shown = [n.params["message"] for n in server.notifications if n.method == "window/showMessage"]
+    assert any("maxTokens" in m for m in shown), shown
+    progress = [n for n in server.notifications if n.method == "$/progress"]
+    assert progress, "model switch should report $/progress"
+    # A model that cannot load is reported; the tiny model keeps serving.
+    await server.notify(
+        "workspace/didChangeConfiguration",
+        {"settings": {"ghostfim": {"model": {"path": "/nonexistent/x.gguf"}}}},
+    )
+    for _ in range(50):
+        status = await server.call("ghostfim/status", None)
+        if status["error"]:
+            break
+        await asyncio.sleep(0.2)
+    assert status["state"] == "ready" and status["model"]["preset"] == "tiny"
+    assert "x.gguf" in (status["error"] or ""), status
+    editor = editor_at_stddev(server)
+    await editor.open()
+    _, fut = await editor.request(trigger=1)
+    await asyncio.wait_for(fut, 30)  # still answers
+
+
+@pytest.mark.model
+async def test_position_outside_document_is_a_clean_error(server: LspProcess) -> None:
+    editor = editor_at_stddev(server)
+    await editor.open()
+    editor.line = 999
+    _, fut = await editor.request(trigger=1)
+    with pytest.raises(RpcError) as err:
+        await asyncio.wait_for(fut, 10)
+    assert err.value.code == -32602
+    _, fut = await server.request(
+        "textDocument/inlineCompletion",
+        {
+            "textDocument": {"uri": "file:///not/open.py"},
+            "position": {"line": 0, "character": 0},
+            "context": {"triggerKind": 1},
+        },
+    )
+    with pytest.raises(RpcError):
+        await asyncio.wait_for(fut, 10)
+    assert (await server.call("ghostfim/status", None))["state"] == "ready"

@@ -1,0 +1,60 @@
+"""KV-cache mechanics on a tiny random-weight model the test suite writes itself."""
+
+from __future__ import annotations
+
+from engine.session import CancelToken, CompletionRequest, ModelSession
+
+
+def test_reuses_longest_common_prefix_and_tracks_cached_tokens(tiny_session: ModelSession) -> None:
+    s = tiny_session
+    prompt = s.tokenize("def add(a, b):\n    return a + b\n" * 4)
+    _, reused, new, _ = s.prefill(prompt, CancelToken())
+    assert (reused, new) == (0, len(prompt)) or reused < len(prompt)
+    assert s.cached == prompt
+    longer = prompt + s.tokenize("def sub(a, b):")
+    _, reused, new, _ = s.prefill(longer, CancelToken())
+    assert reused == len(prompt) and new == len(longer) - len(prompt)
+    edited = prompt[:10] + s.tokenize("#") + prompt[10:]
+    _, reused, _, _ = s.prefill(edited, CancelToken())
+    assert reused == 10 and s.cached == edited
+
+
+def test_same_prompt_twice_decodes_one_token_for_its_logits(tiny_session: ModelSession) -> None:
+    s = tiny_session
+    prompt = s.tokenize("for i in range(10):\n    print(i)\n")
+    s.prefill(prompt, CancelToken())
+    _, reused, new, _ = s.prefill(prompt, CancelToken())
+    assert (reused, new) == (len(prompt) - 1, 1)
+
+
+def test_cancelled_before_start_does_no_work(tiny_session: ModelSession) -> None:
+    cancel = CancelToken()
+    cancel.cancel()
+    chunks = tiny_session.prefill_chunks
+    c = tiny_session.complete(
+        CompletionRequest(prefix="x = 1\n" * 50, suffix="", doc_id="c"), cancel
+    )
+    assert c.cancelled and tiny_session.prefill_chunks == chunks
+
+
+def test_prompt_uses_the_models_fim_tokens(tiny_session: ModelSession) -> None:
+    t = tiny_session.template
+    assert t.family == "qwen" and t.layout == "psm"
+    p = tiny_session.build_prompt(CompletionRequest(prefix="a = 1\nb = ", suffix="\nc = 3\n"))
+    assert p.tokens[0] == t.pre and p.tokens[-1] == t.mid and t.suf in p.tokens
+
+
+def test_document_longer_than_the_context_is_truncated_not_a_failure(
+    tiny_session: ModelSession,
+) -> None:
+    huge = "".join(f"value_{i} = {i} * {i}\n" for i in range(5000))
+    c = tiny_session.complete(CompletionRequest(prefix=huge, suffix=huge, max_tokens=4))
+    assert not c.cancelled
+    assert c.timings.prefill_new_tokens + c.timings.prefill_reused_tokens < tiny_session.model.n_ctx
+
+
+def test_generation_stops_at_max_tokens(tiny_session: ModelSession) -> None:
+    c = tiny_session.complete(
+        CompletionRequest(prefix="x = ", suffix="", max_tokens=3, multiline="always")
+    )
+    assert c.timings.decode_tokens <= 3
