@@ -54,8 +54,11 @@ _LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
 def _log_to_python(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # llama.cpp logs a lot at load time; keep it in Python logging at DEBUG except real problems.
     message = text.decode("utf-8", errors="replace").rstrip()
-    if message:
-        log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
+    if not message:
+        return
+    if "ret = 2" in message or "compute failed" in message or "failed with error" in message:
+        level = 0  # a decode we aborted on purpose (a cancel): not an error
+    log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
 
 
 _backend_ready = False

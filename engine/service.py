@@ -27,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from engine.backend import CompletionBackend
 from engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
-from engine.session import Completion, CompletionRequest, ModelSession
+from engine.session import Completion, CompletionRequest
 from engine.stops import Multiline
 from engine.suggestions import Suggestion, SuggestionCache
 from engine.timings import percentile
@@ -133,7 +134,7 @@ class CompletionService:
         self.worker = ModelWorker()
         self.cache = SuggestionCache()
         self.debounce = AdaptiveDebounce(self.options.debounce_ms)
-        self.session: ModelSession | None = None
+        self.session: CompletionBackend | None = None
         self.state: State = "loading"
         self.error: str | None = None
         self.latency = _LatencyLog()
@@ -183,29 +184,34 @@ class CompletionService:
         self.events.status(self.status())
 
     async def load_model(self, spec: str | None, *, n_gpu_layers: int = -1) -> bool:
-        """Load a model in the background; the current one serves until the new one is ready.
-
-        Returns False (and keeps the old model) when the new one cannot be had.
-        """
+        """Load the in-process model named by spec (a preset, a path, or the default)."""
         from engine.loader import load_session  # llama.cpp is imported only when needed
 
-        self._load_generation += 1
-        generation = self._load_generation
-        label = spec or "default model"
-        if self.session is None:
-            self._set_state("loading")
-        self.events.progress(f"loading {label}", 0, False)
         opts = self.options
-        try:
-            new = await asyncio.to_thread(
-                load_session,
+        return await self.load_backend(
+            spec or "default model",
+            lambda: load_session(
                 spec,
                 n_gpu_layers=n_gpu_layers,
                 progress=False,
                 prefix_tokens=opts.prefix_tokens,
                 suffix_tokens=opts.suffix_tokens,
                 keystroke_prefill_ms=opts.keystroke_prefill_ms,
-            )
+            ),
+        )
+
+    async def load_backend(self, label: str, open_backend: Callable[[], CompletionBackend]) -> bool:
+        """Open a backend in the background; the current one serves until the new one is ready.
+
+        Returns False (and keeps the old backend) when the new one cannot be had.
+        """
+        self._load_generation += 1
+        generation = self._load_generation
+        if self.session is None:
+            self._set_state("loading")
+        self.events.progress(f"loading {label}", 0, False)
+        try:
+            new = await asyncio.to_thread(open_backend)
         except Exception as exc:  # any failure keeps the old model serving
             message = f"ghostfim: cannot load {label}: {exc}"
             self.events.progress(message, None, True)
@@ -224,7 +230,7 @@ class CompletionService:
             self.warm(self._last_state)
         return True
 
-    def _swap_session(self, new: ModelSession) -> None:
+    def _swap_session(self, new: CompletionBackend) -> None:
         """Runs on the model thread, between jobs, so no job ever sees a closed session."""
         old, self.session = self.session, new
         if old is not None:
@@ -474,10 +480,9 @@ class CompletionService:
 
     def _full_suffix_tokens(self, state: CursorState) -> int:
         session = self.session
-        if session is None or not session.template.uses_suffix or not state.suffix:
+        if session is None or not state.suffix:
             return 0
-        _, counts = session.builder.suffix_units(state.suffix)
-        return sum(counts) - 2 if counts else 0  # whole-string tokenization may merge a little
+        return session.full_suffix_tokens(state.suffix)
 
     async def _refresh(self, state: CursorState, number: int) -> None:
         request = self._request_for(state, "full")

@@ -210,6 +210,13 @@ class ModelSession:
     def _should_abort(self, _data: object) -> bool:
         return self._abortable and self._active.cancelled
 
+    def full_suffix_tokens(self, suffix: str) -> int:
+        """Suffix tokens a full prompt would hold (0 for templates without a suffix)."""
+        if not self.template.uses_suffix:
+            return 0
+        _, counts = self.builder.suffix_units(suffix)
+        return max(0, sum(counts) - 2)  # whole-string tokenization may merge a little
+
     def tokenize(self, text: str) -> list[int]:
         return self.model.tokenize(text, add_special=False, parse_special=False)
 

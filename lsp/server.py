@@ -42,6 +42,12 @@ class GhostfimProtocol(LanguageServerProtocol):
                 general.position_encodings = [types.PositionEncodingKind.Utf8, *offered]
         return (yield from super().lsp_initialize(params))
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        # JSON-RPC lets a request leave out `params` (e.g. ghostfim/status); pygls needs it.
+        if isinstance(data, dict) and "method" in data and "params" not in data:
+            data = {**data, "params": None}
+        return super().structure_message(data)
+
 
 class LspEvents:
     """The engine's events, as LSP notifications and messages."""

@@ -1,0 +1,180 @@
+"""Keystroke traces: lines of real source files (not ours) typed at a human pace.
+
+A trace takes a file, picks lines in it, and for each one empties the line after its
+indentation (a jump, not a keystroke) and types it back one character at a time. Delays come
+from a seeded model of typing: bursts around 8-10 characters a second with some variance, a
+thinking pause now and then after a word, and a long pause at the end of each line.
+Every keystroke state records what the user will type next on the line: the ground truth for
+"was the ghost text right".
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PAUSE_MS = 400.0  # a gap at least this long before the next keystroke is a pause
+END_OF_LINE_PAUSE_MS = 1500.0
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An LSP content change: replace [start, end) (line, UTF-16 character) with text."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    text: str
+
+    def to_lsp(self) -> dict[str, object]:
+        return {
+            "range": {
+                "start": {"line": self.start[0], "character": self.start[1]},
+                "end": {"line": self.end[0], "character": self.end[1]},
+            },
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Keystroke:
+    at_ms: float  # when it is typed, from the trace's start
+    edit: Edit  # the change it makes
+    text: str  # the document after it
+    line: int  # cursor after it (LSP, UTF-16)
+    character: int
+    offset: int  # cursor as a character offset into text
+    rest_of_line: str  # what the user will still type on this line (ground truth)
+    gap_ms: float  # time until the next keystroke (or the jump to the next line)
+    jump: bool = False  # emptying a line before typing it: a change, not a typed character
+
+    @property
+    def is_pause(self) -> bool:
+        return self.gap_ms >= PAUSE_MS
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    language: str
+    path: str
+    initial_text: str
+    keystrokes: list[Keystroke]
+
+
+def utf16_len(text: str) -> int:
+    return sum(2 if ord(c) > 0xFFFF else 1 for c in text)
+
+
+class TypingModel:
+    """Seeded inter-key delays: lognormal bursts, occasional thinking pauses after words."""
+
+    def __init__(self, seed: int, median_ms: float = 110.0) -> None:
+        self.rng = random.Random(seed)
+        self.median_ms = median_ms
+
+    def gap_after(self, ch: str) -> float:
+        gap = self.rng.lognormvariate(0, 0.35) * self.median_ms
+        if ch in " .(,:=" and self.rng.random() < 0.12:
+            gap += self.rng.uniform(400, 1500)  # stops to think
+        return max(30.0, min(gap, 3000.0))
+
+
+def _candidate_lines(lines: list[str]) -> list[int]:
+    out = []
+    for i, line in enumerate(lines):
+        body = line.strip()
+        if 12 <= len(body) <= 90 and not body.startswith(("#", "//", "--", "*", "/*")):
+            out.append(i)
+    return out
+
+
+def make_trace(path: Path, language: str, *, lines_per_file: int, seed: int) -> Trace | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    rng = random.Random(f"{seed}:{path.name}")
+    candidates = _candidate_lines(lines)
+    if len(candidates) < lines_per_file:
+        return None
+    chosen = sorted(rng.sample(candidates[len(candidates) // 10 :], lines_per_file))
+    typing = TypingModel(seed + len(path.name))
+    keystrokes: list[Keystroke] = []
+    now = 0.0
+    doc = lines[:]
+    for line_no in chosen:
+        original = doc[line_no]
+        indent = original[: len(original) - len(original.lstrip())]
+        body = original[len(indent) :]
+        # The jump: empty the line after its indentation.
+        doc[line_no] = indent
+        col = utf16_len(indent)
+        jump = Edit((line_no, col), (line_no, utf16_len(original)), "")
+        now += 800.0
+        jump_at = now
+        now += 300.0  # the first character follows the jump
+        current = "\n".join(doc)
+        offset = sum(len(s) + 1 for s in doc[:line_no]) + len(indent)
+        keystrokes.append(
+            Keystroke(jump_at, jump, current, line_no, col, offset, body, 300.0, True)
+        )
+        typed = ""
+        for i, ch in enumerate(body):
+            before_col = utf16_len(indent + typed)
+            typed += ch
+            doc[line_no] = indent + typed
+            current = "\n".join(doc)
+            gap = END_OF_LINE_PAUSE_MS if i == len(body) - 1 else typing.gap_after(ch)
+            offset = sum(len(s) + 1 for s in doc[:line_no]) + len(indent) + len(typed)
+            keystrokes.append(
+                Keystroke(
+                    now,
+                    Edit((line_no, before_col), (line_no, before_col), ch),
+                    current,
+                    line_no,
+                    before_col + utf16_len(ch),
+                    offset,
+                    body[i + 1 :],
+                    gap,
+                )
+            )
+            now += gap
+        doc[line_no] = original
+    return Trace(f"{language}:{path.name}", language, str(path), text, keystrokes)
+
+
+def default_sources() -> list[tuple[str, Path]]:
+    """Real files this project did not write, in several languages, found on this machine."""
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    patterns = [
+        ("python", str(site / "pygls" / "workspace" / "text_document.py")),
+        ("python", str(site / "cachetools" / "__init__.py")),
+        ("javascript", "/usr/lib/node_modules/npm/lib/commands/install.js"),
+        ("javascript", "/usr/lib/node_modules/npm/lib/utils/*.js"),
+        ("lua", "/usr/share/nvim/runtime/lua/vim/shared.lua"),
+        ("cpp", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/src/llama-sampling.cpp")),
+        ("c", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/ggml/src/ggml-alloc.c")),
+    ]
+    found: list[tuple[str, Path]] = []
+    for language, pattern in patterns:
+        matches = sorted(glob.glob(pattern))
+        if matches:
+            found.append((language, Path(matches[0])))
+    return found
+
+
+def build_traces(*, files: int = 6, lines_per_file: int = 3, seed: int = 7) -> list[Trace]:
+    traces = []
+    for language, path in default_sources():
+        trace = make_trace(path, language, lines_per_file=lines_per_file, seed=seed)
+        if trace is not None:
+            traces.append(trace)
+        if len(traces) >= files:
+            break
+    return traces
