@@ -8,6 +8,7 @@ The model is calibrated when the model loads and refitted from every real prefil
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -26,8 +27,16 @@ class PrefillCostModel:
         self._refit()
 
     def _refit(self) -> None:
-        points = list(self.history)
-        if len(points) < 2:
+        # Fit on the median of each size bucket: a decode that was slow because something else
+        # had the CPU for a moment must not set every keystroke's budget.
+        buckets: dict[int, list[tuple[int, float]]] = {}
+        for n, t in self.history:
+            buckets.setdefault(n.bit_length(), []).append((n, t))
+        points = [
+            (statistics.median(n for n, _ in b), statistics.median(t for _, t in b))
+            for b in buckets.values()
+        ]
+        if len(self.history) < 2:
             return
         n_mean = sum(n for n, _ in points) / len(points)
         t_mean = sum(t for _, t in points) / len(points)
