@@ -50,12 +50,18 @@ def _download_sdist(cache: Path) -> Path:
         return sdist
     _run(
         [
-            sys.executable, "-m", "pip", "download", "--no-deps",
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
             # Source only for llama-cpp-python itself; its build backend may come as wheels
             # (":all:" would build scikit-build-core, hatchling... from source, recursively).
-            "--no-binary", "llama-cpp-python",
+            "--no-binary",
+            "llama-cpp-python",
             f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
-            "-d", str(cache),
+            "-d",
+            str(cache),
         ]
     )
     # Older pips name the file with a dash; accept either spelling.
@@ -88,7 +94,7 @@ def _extract_llama_cpp(sdist: Path, dest: Path) -> None:
 
 
 def _cpu_flags() -> list[str]:
-    """CMake flags for this CPU: explicit instruction sets, GGML_NATIVE=OFF (native crashes here)."""
+    """CMake flags for this CPU: explicit instruction sets, never the native build (it crashes)."""
     out = subprocess.run(
         [sys.executable, str(BUILD_FLAGS_SCRIPT)], capture_output=True, text=True, check=True
     ).stdout.split()
@@ -103,14 +109,33 @@ def _build(source: Path, build: Path, jobs: int) -> None:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     _run(
         [
-            "cmake", "-S", str(source), "-B", str(build), *generator,
-            "-DCMAKE_BUILD_TYPE=Release", *_cpu_flags(),
-            "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "cmake",
+            "-S",
+            str(source),
+            "-B",
+            str(build),
+            *generator,
+            "-DCMAKE_BUILD_TYPE=Release",
+            *_cpu_flags(),
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
             "-DBUILD_SHARED_LIBS=OFF",
         ]
     )
-    _run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-server",
-          "-j", str(jobs)])
+    _run(
+        [
+            "cmake",
+            "--build",
+            str(build),
+            "--config",
+            "Release",
+            "--target",
+            "llama-server",
+            "-j",
+            str(jobs),
+        ]
+    )
 
 
 def ensure_llama_server(*, jobs: int = 2) -> Path:
@@ -143,9 +168,22 @@ def server_command(
     binary: Path, model: Path, *, port: int, ctx: int, threads: int, extra: Sequence[str] = ()
 ) -> list[str]:
     return [
-        str(binary), "-m", str(model), "--host", LOOPBACK, "--port", str(port),
-        "-c", str(ctx), "-t", str(threads), "-tb", str(threads), *LLAMAVIM_SERVER_FLAGS,
-        "-np", "1",  # one slot: llama.vim keeps one request in flight
+        str(binary),
+        "-m",
+        str(model),
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "-c",
+        str(ctx),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+        *LLAMAVIM_SERVER_FLAGS,
+        "-np",
+        "1",  # one slot: llama.vim keeps one request in flight
         *extra,
     ]
 
@@ -187,8 +225,9 @@ def start_llama_server(
     cmd = server_command(exe, model, port=port, ctx=ctx, threads=threads, extra=extra)
     _log("$ " + " ".join(cmd) + f"  (log: {log_path})")
     with log_path.open("wb") as log:
-        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     base_url = f"http://{LOOPBACK}:{port}"
     try:
         wait_healthy(base_url, process, timeout_s)
@@ -211,8 +250,14 @@ def stop_llama_server(process: subprocess.Popen[bytes], timeout_s: float = 10.0)
 
 @contextlib.contextmanager
 def llama_server(
-    model: Path, *, port: int, ctx: int = 4096, threads: int = 2, extra: Sequence[str] = (),
-    binary: Path | None = None, log_path: Path | None = None,
+    model: Path,
+    *,
+    port: int,
+    ctx: int = 4096,
+    threads: int = 2,
+    extra: Sequence[str] = (),
+    binary: Path | None = None,
+    log_path: Path | None = None,
 ) -> Iterator[str]:
     """`with llama_server(model, port=...) as base_url:` — stops the server on exit."""
     process, base_url = start_llama_server(
