@@ -31,15 +31,16 @@ BUILD_DIR = CACHE_DIR / "llama.cpp-build"
 BINARY = BUILD_DIR / "bin" / "llama-server"
 BUILD_FLAGS_SCRIPT = Path(__file__).resolve().parent.parent / "engine" / "build_flags.py"
 LOOPBACK = "127.0.0.1"
+VENDORED = "vendor/llama.cpp/"
 
 
 def _log(message: str) -> None:
     print(f"[llama_server] {message}", file=sys.stderr, flush=True)
 
 
-def _run(cmd: Sequence[str], **kwargs: object) -> None:
+def _run(cmd: Sequence[str]) -> None:
     _log("$ " + " ".join(cmd))
-    subprocess.run(list(cmd), check=True, **kwargs)  # type: ignore[call-overload]
+    subprocess.run(list(cmd), check=True)
 
 
 def _download_sdist(cache: Path) -> Path:
@@ -70,6 +71,21 @@ def _download_sdist(cache: Path) -> Path:
     raise FileNotFoundError(f"pip download left no sdist in {cache}")
 
 
+def _vendored_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Members under `<root>/vendor/llama.cpp/`, renamed relative to it.
+
+    Only that exact place: the sdist also holds the submodule's git data under
+    `.git/modules/vendor/llama.cpp/`, which must not land in the source tree.
+    """
+    members = []
+    for member in tar.getmembers():
+        _root, _, rest = member.name.partition("/")
+        if rest.startswith(VENDORED) and len(rest) > len(VENDORED):
+            member.name = rest[len(VENDORED) :]
+            members.append(member)
+    return members
+
+
 def _extract_llama_cpp(sdist: Path, dest: Path) -> None:
     """Unpack only vendor/llama.cpp from the sdist into dest (atomically, via a temp folder)."""
     if (dest / "CMakeLists.txt").exists():
@@ -77,16 +93,8 @@ def _extract_llama_cpp(sdist: Path, dest: Path) -> None:
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    marker = "/vendor/llama.cpp/"
     with tarfile.open(sdist) as tar:
-        members = []
-        for member in tar.getmembers():
-            cut = member.name.find(marker)
-            if cut < 0:
-                continue
-            member.name = member.name[cut + len(marker) :]
-            if member.name:
-                members.append(member)
+        members = _vendored_members(tar)
         tar.extractall(tmp, members=members, filter="data")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)

@@ -164,10 +164,10 @@ class NativeModel:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
     # --- KV cache -------------------------------------------------------------------------
-    def kv_remove_from(self, pos: int) -> None:
-        """Drop sequence 0's cells at positions >= pos."""
+    def kv_remove_from(self, pos: int, seq: int = 0) -> None:
+        """Drop a sequence's cells at positions >= pos."""
         mem = llama_cpp.llama_get_memory(self.ctx)
-        llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1)
+        llama_cpp.llama_memory_seq_rm(mem, seq, pos, -1)
 
     def kv_clear(self) -> None:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
@@ -183,8 +183,10 @@ class NativeModel:
             callback = llama_cpp.ggml_abort_callback()  # a NULL function pointer
         llama_cpp.llama_set_abort_callback(self.ctx, callback, ctypes.c_void_p(0))
 
-    def decode(self, tokens: Sequence[int], start_pos: int, *, want_logits: bool) -> None:
-        """Decode `tokens` at positions start_pos.. in sequence 0 (at most n_batch tokens)."""
+    def decode(
+        self, tokens: Sequence[int], start_pos: int, *, want_logits: bool, seq: int = 0
+    ) -> None:
+        """Decode `tokens` at positions start_pos.. of a sequence (at most n_batch tokens)."""
         n = len(tokens)
         if n == 0 or n > self.n_batch:
             raise ValueError(f"decode takes 1..{self.n_batch} tokens, got {n}")
@@ -194,7 +196,7 @@ class NativeModel:
             batch.token[i] = tok
             batch.pos[i] = start_pos + i
             batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
+            batch.seq_id[i][0] = seq
             batch.logits[i] = 0
         batch.logits[n - 1] = 1 if want_logits else 0
         rc = llama_cpp.llama_decode(self.ctx, batch)
@@ -229,6 +231,7 @@ def load(
     n_gpu_layers: int = 0,
     n_threads: int | None = None,
     flash_attn: bool = True,
+    n_seq: int = 1,
 ) -> NativeModel:
     """Load a GGUF model and create one context with room for n_ctx tokens."""
     init_backend()
@@ -246,7 +249,8 @@ def load(
     cparams.n_ctx = n_ctx
     cparams.n_batch = n_batch
     cparams.n_ubatch = n_batch
-    cparams.n_seq_max = 1
+    cparams.n_seq_max = n_seq
+    cparams.kv_unified = True  # sequences share one pool of n_ctx cells
     cparams.n_threads = threads
     cparams.n_threads_batch = threads
     cparams.no_perf = True

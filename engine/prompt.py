@@ -100,9 +100,13 @@ class PromptBuilder:
         return n
 
     # --- prefix ---------------------------------------------------------------------------
-    def choose_prefix(self, doc_id: str, prefix: str, cursor_line: int) -> tuple[str, int]:
+    def choose_prefix(
+        self, doc_id: str, prefix: str, cursor_line: int, budget: int | None = None
+    ) -> tuple[str, int]:
         """The prefix text to use and the document line it starts at."""
-        limit = int(self.prefix_budget * PREFIX_SLACK)
+        budget = budget or self.prefix_budget
+        key = f"{budget}:{doc_id}"  # each budget keeps its own sticky window
+        limit = int(budget * PREFIX_SLACK)
         window = prefix[-limit * CHARS_PER_TOKEN_SCAN :]
         lines = window.split("\n")
         # The window's first line is cut unless the window reaches the document's start.
@@ -120,24 +124,24 @@ class PromptBuilder:
                     return i
             return n - 1
 
-        anchor = self._anchors.get(doc_id)
+        anchor = self._anchors.get(key)
         start: int | None = None
         if anchor is not None:
             i = anchor.line - first_line_no
             if i < first_whole or (i < n and cumulative[i] > limit):
                 # Typing has outgrown the window: move the start far enough to last a while.
-                start = earliest_start(int(self.prefix_budget * PREFIX_REANCHOR))
+                start = earliest_start(int(budget * PREFIX_REANCHOR))
             elif i < n and xxhash.xxh3_64_intdigest(lines[i].encode()) == anchor.text_hash:
                 start = i
         if start is None:
-            start = earliest_start(self.prefix_budget)
-        self._anchors[doc_id] = _Anchor(
+            start = earliest_start(budget)
+        self._anchors[key] = _Anchor(
             first_line_no + start, xxhash.xxh3_64_intdigest(lines[start].encode())
         )
         text = "\n".join(lines[start:])
         if start == n - 1 and cumulative[start] > limit:
             # One enormous line (minified code): keep its tail only.
-            text = text[-self.prefix_budget * 3 :]
+            text = text[-budget * 3 :]
         return text, first_line_no + start
 
     # --- suffix ---------------------------------------------------------------------------
@@ -162,9 +166,12 @@ class PromptBuilder:
         return units, counts
 
     # --- assembly -------------------------------------------------------------------------
-    def parts(self, doc_id: str, prefix: str, suffix: str, cursor_line: int) -> PromptParts:
+    def parts(
+        self, doc_id: str, prefix: str, suffix: str, cursor_line: int,
+        prefix_budget: int | None = None,
+    ) -> PromptParts:
         t = self.template
-        prefix_text, start_line = self.choose_prefix(doc_id, prefix, cursor_line)
+        prefix_text, start_line = self.choose_prefix(doc_id, prefix, cursor_line, prefix_budget)
         prefix_ids = self.tokenize(prefix_text)
         heal = b""
         if self.piece is not None and prefix_ids and _ends_inside_word(prefix_text):

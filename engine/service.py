@@ -513,8 +513,9 @@ class CompletionService:
 
     def warm(self, state: CursorState) -> None:
         """Prefill a document's context so its first keystroke is not a cold prompt."""
-        request = replace(self._request_for(state, "full"), max_tokens=0)
-        self._spawn(self._background(request, Priority.WARMUP))
+        for mode in ("keystroke", "full"):  # each has its own KV slot; keystrokes first
+            request = replace(self._request_for(state, mode), max_tokens=0)  # type: ignore[arg-type]
+            self._spawn(self._background(request, Priority.WARMUP))
 
     def _spawn(self, coro: Any) -> None:
         """Run a coroutine in the background, holding a reference until it ends."""
@@ -525,6 +526,7 @@ class CompletionService:
     async def _background(
         self, request: CompletionRequest, priority: Priority
     ) -> Completion | None:
+        request = replace(request, background=True)
         def run(cancel: Any) -> Completion:
             session = self.session
             if session is None:

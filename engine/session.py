@@ -38,6 +38,17 @@ from engine.vocab import VocabIndex
 
 log = logging.getLogger("ghostfim.session")
 
+# Two KV slots (llama.cpp sequences): keystroke prompts and full prompts (the pause refresh,
+# explicit invocations) keep their own cached tokens, so a refresh never evicts the prompt the
+# next keystroke extends, and vice versa.
+SLOT_KEYSTROKE = 0
+SLOT_FULL = 1
+N_SLOTS = 2
+# A keystroke prompt's prefix is what a cold prefill decodes in about this long (capped by the
+# prefix budget, so all of it on a GPU): on a CPU the first keystroke at a new place costs about
+# a second instead of several, and the pause refresh (its own slot) brings the whole budget.
+KEYSTROKE_COLD_PREFILL_MS = 1200.0
+
 # A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
 # the text before the cursor (the rest is aborted at once).
 PREFILL_CHUNK_MS = 250.0
@@ -78,6 +89,7 @@ class CompletionRequest:
     mode: PromptMode = "full"  # "keystroke": suffix within the prefill budget
     max_tokens: int = 64
     multiline: Multiline = "auto"
+    background: bool = False  # droppable work: a cancel may abort any part of the prefill
 
 
 @dataclass
@@ -135,7 +147,8 @@ class ModelSession:
         self.model = model
         self.info = info
         self.template: FimTemplate = _template_of(model)
-        room = model.n_ctx - 256 - 64  # generation and separators need room after the prompt
+        # Each slot needs room for its prompt and what is generated after it.
+        room = model.n_ctx // N_SLOTS - 256 - 64
         prefix_tokens = max(16, min(prefix_tokens, int(room * 0.7 / 1.25)))
         suffix_tokens = max(0, min(suffix_tokens, room - int(prefix_tokens * 1.25)))
         self.builder = PromptBuilder(
@@ -149,7 +162,10 @@ class ModelSession:
         self.keystroke_prefill_ms = keystroke_prefill_ms
         self.chunk_tokens = min(chunk_tokens or model.n_batch, model.n_batch)
         self.cost = PrefillCostModel()
-        self.cached: list[int] = []  # the tokens sequence 0 of the KV cache holds, in order
+        self._slots: list[list[int]] = [[] for _ in range(N_SLOTS)]  # tokens each slot holds
+        self._slot = SLOT_KEYSTROKE
+        self.prefix_tokens = prefix_tokens
+        self.keystroke_prefix_tokens = prefix_tokens
         self.decode_steps = 0  # one-token decodes run (counted so tests can see work stop)
         self.prefill_chunks = 0
         self._active: CancelToken = NEVER_CANCELLED
@@ -166,7 +182,7 @@ class ModelSession:
         name: str | None = None,
         preset: str | None = None,
         n_gpu_layers: int = -1,
-        n_ctx: int = 4096,
+        n_ctx: int = 4096 * N_SLOTS,
         calibrate: bool = True,
         **session_options: float,
     ) -> ModelSession:
@@ -181,6 +197,7 @@ class ModelSession:
             n_ctx=n_ctx,
             n_batch=128 if on_gpu else 256,
             n_gpu_layers=n_gpu_layers if on_gpu else 0,
+            n_seq=N_SLOTS,
         )
         device = f"cuda ({cuda_gpu_name() or 'GPU'})" if on_gpu else "cpu"
         layers = min(n_gpu_layers, model.n_layer + 1) if on_gpu else 0
@@ -205,7 +222,7 @@ class ModelSession:
         with self._lock:
             self.model.set_abort(None)
             self.model.close()
-            self.cached = []
+            self._slots = [[] for _ in range(N_SLOTS)]
 
     def _should_abort(self, _data: object) -> bool:
         return self._abortable and self._active.cancelled
@@ -231,10 +248,21 @@ class ModelSession:
             if i > 0:  # the very first decode pays one-time allocations
                 self.cost.observe(n, (time.perf_counter() - start) * 1000)
         self.model.kv_clear()
-        self.cached = []
+        self._slots = [[] for _ in range(N_SLOTS)]
+        cold = self.cost.tokens_within(KEYSTROKE_COLD_PREFILL_MS) // 64 * 64
+        self.keystroke_prefix_tokens = max(128, min(self.prefix_tokens, cold))
         log.info(
-            "prefill cost: %.1f ms + %.2f ms/token", self.cost.fixed_ms, self.cost.per_token_ms
+            "prefill cost: %.1f ms + %.2f ms/token; keystroke prefix %d tokens",
+            self.cost.fixed_ms, self.cost.per_token_ms, self.keystroke_prefix_tokens,
         )
+
+    @property
+    def cached(self) -> list[int]:
+        """The tokens the current slot's KV cells hold, in order."""
+        return self._slots[self._slot]
+
+    def use_slot(self, slot: int) -> None:
+        self._slot = slot
 
     # --- the request ------------------------------------------------------------------------
     def complete(
@@ -261,8 +289,10 @@ class ModelSession:
         timings.prompt_ms = (time.perf_counter() - start) * 1000
         timings.suffix_tokens = prompt.suffix_tokens
         try:
+            # Background work (refresh, prefetch, warm-up) may be aborted anywhere.
+            stable = 0 if request.background else prompt.stable_tokens
             first, reused, new, prefill_ms = self.prefill(
-                prompt.tokens, cancel, stable=prompt.stable_tokens, heal=prompt.heal
+                prompt.tokens, cancel, stable=stable, heal=prompt.heal
             )
         except Cancelled:
             timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
@@ -294,8 +324,13 @@ class ModelSession:
         cursor_line = request.cursor_line
         if cursor_line is None:
             cursor_line = request.prefix.count("\n")
-        parts = self.builder.parts(request.doc_id, request.prefix, request.suffix, cursor_line)
-        if request.mode == "full" or not parts.suffix_units:
+        full = request.mode == "full"
+        self.use_slot(SLOT_FULL if full else SLOT_KEYSTROKE)
+        budget = self.prefix_tokens if full else self.keystroke_prefix_tokens
+        parts = self.builder.parts(
+            request.doc_id, request.prefix, request.suffix, cursor_line, prefix_budget=budget
+        )
+        if full or not parts.suffix_units:
             return self.builder.assemble(parts)
         return self.builder.assemble(parts, self._suffix_units_for_keystroke(parts))
 
@@ -351,10 +386,10 @@ class ModelSession:
         if keep >= len(tokens):
             keep = len(tokens) - 1  # the last prompt token must be decoded for its logits
         if keep < len(self.cached):
-            self.model.kv_remove_from(keep)
+            self.model.kv_remove_from(keep, self._slot)
             del self.cached[keep:]
         todo = tokens[keep:]
-        if len(tokens) + 1 >= self.model.n_ctx:
+        if len(tokens) + 1 >= self.model.n_ctx // N_SLOTS:
             raise native.DecodeError(f"prompt of {len(tokens)} tokens does not fit n_ctx")
         chunk_size = self.prefill_chunk_tokens()
         offset = 0
@@ -371,9 +406,11 @@ class ModelSession:
             self._abortable = position >= stable
             t = time.perf_counter()
             try:
-                self.model.decode(chunk, len(self.cached), want_logits=offset >= len(todo))
+                self.model.decode(
+                    chunk, len(self.cached), want_logits=offset >= len(todo), seq=self._slot
+                )
             except native.DecodeAborted:
-                self.model.kv_remove_from(len(self.cached))  # drop any half-written cells
+                self.model.kv_remove_from(len(self.cached), self._slot)  # drop half-written cells
                 raise Cancelled() from None
             finally:
                 self._abortable = True
@@ -386,7 +423,7 @@ class ModelSession:
     # --- phase 3: decode --------------------------------------------------------------------
     def decode_one_token(self, token: int, heal: bytes = b"") -> int:
         """Append `token` to the KV cache and return the greedy next token."""
-        self.model.decode([token], len(self.cached), want_logits=True)
+        self.model.decode([token], len(self.cached), want_logits=True, seq=self._slot)
         self.cached.append(token)
         self.decode_steps += 1
         return self.model.argmax_last(self._healing_candidates(heal))
@@ -440,12 +477,12 @@ class ModelSession:
                 return text, generated, "max_tokens"
             if cancel.cancelled:
                 return text, generated, "cancelled"
-            if len(self.cached) + 2 >= self.model.n_ctx:
+            if len(self.cached) + 2 >= self.model.n_ctx // N_SLOTS:
                 return text, generated, "context_full"
             try:
                 token = self.decode_one_token(token, heal)
             except native.DecodeAborted:
-                self.model.kv_remove_from(len(self.cached))
+                self.model.kv_remove_from(len(self.cached), self._slot)
                 return text, generated, "cancelled"
 
 

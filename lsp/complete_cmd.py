@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from engine.loader import load_session
@@ -114,6 +115,10 @@ def run_complete(args: argparse.Namespace) -> int:
         multiline=args.multiline,
     )
     emit(session.complete(request), "", 0)
+    if args.type_text:
+        # Keystrokes use their own KV slot (engine/session.py); warm it as the server warms a
+        # document it sees, so the first typed character is not a cold prompt.
+        session.complete(replace(request, mode="keystroke", max_tokens=0))
     typed = ""
     for step, ch in enumerate(args.type_text or "", start=1):
         typed += ch

@@ -120,7 +120,7 @@ class GhostfimServer(LanguageServer):
         self.events = LspEvents(self)
         self.service = CompletionService(self.events)
         self.documents = DocumentIndex()
-        self._loaded_spec: tuple[str | None, int] | None = None
+        self._loaded_spec: tuple[object, ...] | None = None  # what the backend was opened for
         self._init_problems: list[str] = []
         self.log_handler = LspLogHandler(self)
 
@@ -143,6 +143,9 @@ class GhostfimServer(LanguageServer):
 
     def ensure_model(self) -> None:
         """Load (or hot-switch to) the model the settings name, in the background."""
+        if self.settings.backend != "local":
+            self._ensure_remote()
+            return
         spec = self.settings.model_spec or self.default_model
         wanted = (spec, self.settings.n_gpu_layers)
         if wanted == self._loaded_spec:
@@ -153,7 +156,30 @@ class GhostfimServer(LanguageServer):
         )
         task.add_done_callback(self._on_load_done(wanted))
 
-    def _on_load_done(self, wanted: tuple[str | None, int]) -> Any:
+    def _ensure_remote(self) -> None:
+        """Open (or switch to) the remote backend the settings name. Opening only asks the
+        server what it serves; a server that is down is retried on every request."""
+        from engine.remote import RemoteConfig, remote_factory  # httpx only when used
+
+        s = self.settings
+        config = RemoteConfig(
+            kind=s.backend,  # type: ignore[arg-type]  # validated by lsp.settings
+            url=s.backend_url,
+            model=s.backend_model,
+            api_key_env=s.backend_api_key_env,
+            timeout_ms=s.backend_timeout_ms,
+            prefix_tokens=s.prefix_tokens,
+            suffix_tokens=s.suffix_tokens,
+        )
+        wanted: tuple[object, ...] = ("remote", config)  # any backend* change reopens
+        if wanted == self._loaded_spec:
+            return
+        self._loaded_spec = wanted
+        label = f"{config.kind} at {config.shown_url}"
+        task = asyncio.ensure_future(self.service.load_backend(label, remote_factory(config)))
+        task.add_done_callback(self._on_load_done(wanted))
+
+    def _on_load_done(self, wanted: tuple[object, ...]) -> Any:
         def done(task: asyncio.Task[bool]) -> None:
             ok = not task.cancelled() and task.exception() is None and task.result()
             if not ok and self._loaded_spec == wanted:

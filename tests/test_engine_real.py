@@ -31,7 +31,9 @@ def test_typing_one_character_redecodes_only_a_few_tokens(
     small_session: ModelSession, sample_source: str
 ) -> None:
     prefix, suffix = split(sample_source, '"""Population standard deviation."""\n    ')
-    small_session.complete(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="t"))
+    small_session.complete(
+        CompletionRequest(prefix=prefix, suffix=suffix, doc_id="t", mode="keystroke")
+    )
     c = small_session.complete(
         CompletionRequest(prefix=prefix + "r", suffix=suffix, doc_id="t", mode="keystroke")
     )
