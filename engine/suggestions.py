@@ -45,7 +45,13 @@ class Suggestion:
         """Typing `typed` into this suggestion leaves something to show, now or once it grows."""
         if self.text.startswith(typed) and len(self.text) > len(typed):
             return True
-        return not self.done and (self.text.startswith(typed) or typed.startswith(self.text))
+        # Still generating: worth waiting for only if it already agrees with what was typed
+        # (an empty suggestion still in its prefill says nothing about the next character).
+        return (
+            not self.done
+            and bool(self.text)
+            and (self.text.startswith(typed) or typed.startswith(self.text))
+        )
 
 
 @dataclass
