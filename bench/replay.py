@@ -53,7 +53,8 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
     shown = [r for r in states if r["shown_at_ms"] is not None and r["shown_at_ms"] <= r["gap_ms"]]
     pauses = [r for r in states if r["is_pause"]]
     ttgt = [
-        r["shown_at_ms"] if r["shown_at_ms"] is not None and r["shown_at_ms"] <= r["gap_ms"]
+        r["shown_at_ms"]
+        if r["shown_at_ms"] is not None and r["shown_at_ms"] <= r["gap_ms"]
         else math.inf
         for r in pauses
     ]
@@ -75,7 +76,9 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
         "pause_ttgt_p99": pct(ttgt, 99),
         "pause_correct_share": round(
             sum(is_correct(r["shown_text"], r["rest_of_line"]) for r in pauses) / len(pauses), 3
-        ) if pauses else None,
+        )
+        if pauses
+        else None,
         "model_requests": len(model),
         "ttft_p50": pct([r["ttft_ms"] for r in answered], 50),
         "ttft_p95": pct([r["ttft_ms"] for r in answered], 95),
@@ -84,9 +87,11 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
         "prompt_tokens_median": statistics.median(decoded) if decoded else None,
         "cancelled_requests": len(cancelled),
         "wasted_tokens_median": statistics.median([r["generated_tokens"] for r in cancelled])
-        if cancelled else 0,
+        if cancelled
+        else 0,
         "wasted_tokens_mean": round(statistics.mean([r["generated_tokens"] for r in cancelled]), 2)
-        if cancelled else 0,
+        if cancelled
+        else 0,
         "peak_rss_mb": rss_mb,
     }
 
@@ -119,8 +124,17 @@ class Screen:
 
 # --- ghostfim over LSP ----------------------------------------------------------------------------
 async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Record]:
-    await client.notify("textDocument/didOpen", {"textDocument": {
-        "uri": uri, "languageId": trace.language, "version": 1, "text": trace.initial_text}})
+    await client.notify(
+        "textDocument/didOpen",
+        {
+            "textDocument": {
+                "uri": uri,
+                "languageId": trace.language,
+                "version": 1,
+                "text": trace.initial_text,
+            }
+        },
+    )
     await asyncio.sleep(0.5)
     screen = Screen()
     records: list[Record] = []
@@ -164,25 +178,41 @@ async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Re
         if previous_rec is not None:
             previous_rec["_closed"] = True  # what is on screen now is its final state
         version += 1
-        await client.notify("textDocument/didChange", {
-            "textDocument": {"uri": uri, "version": version},
-            "contentChanges": [k.edit.to_lsp()]})
+        await client.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": uri, "version": version}, "contentChanges": [k.edit.to_lsp()]},
+        )
         now = time.perf_counter()
         carried = screen.after_keystroke(k)
         if previous is not None and not previous[1].done():
             await client.cancel(previous[0])
-        rid, fut = await client.request("textDocument/inlineCompletion", {
-            "textDocument": {"uri": uri},
-            "position": {"line": k.line, "character": k.character},
-            "context": {"triggerKind": 2}})
+        rid, fut = await client.request(
+            "textDocument/inlineCompletion",
+            {
+                "textDocument": {"uri": uri},
+                "position": {"line": k.line, "character": k.character},
+                "context": {"triggerKind": 2},
+            },
+        )
         previous = (rid, fut)
         sent_at[version] = now
         rec: Record = {
-            "trace": trace.name, "index": i, "at_ms": k.at_ms, "gap_ms": k.gap_ms,
-            "is_pause": k.is_pause, "rest_of_line": k.rest_of_line,
-            "shown_at_ms": 0.0 if carried else None, "shown_text": carried, "requested": True,
-            "source": "none", "ttft_ms": None, "prompt_tokens": None, "generated_tokens": None,
-            "cancelled": False, "_version": version, "_closed": False,
+            "trace": trace.name,
+            "index": i,
+            "at_ms": k.at_ms,
+            "gap_ms": k.gap_ms,
+            "is_pause": k.is_pause,
+            "rest_of_line": k.rest_of_line,
+            "shown_at_ms": 0.0 if carried else None,
+            "shown_text": carried,
+            "requested": True,
+            "source": "none",
+            "ttft_ms": None,
+            "prompt_tokens": None,
+            "generated_tokens": None,
+            "cancelled": False,
+            "_version": version,
+            "_closed": False,
         }
         by_version[version] = rec
         fut.add_done_callback(lambda f, r=rec: _on_answer(f, r, show))
@@ -205,14 +235,21 @@ def _on_answer(fut: asyncio.Future[Any], rec: Record, show: Any) -> None:
 
 async def run_ghostfim(traces: list[Trace], model: str) -> tuple[list[Record], float | None]:
     client = await LspProcess.start([sys.executable, "-m", "lsp.cli", "serve"])
-    await client.initialize({"model": {"size": model} if model in {"tiny", "small", "medium",
-                                                                    "large"} else {"path": model}})
+    await client.initialize(
+        {
+            "model": {"size": model}
+            if model in {"tiny", "small", "medium", "large"}
+            else {"path": model}
+        }
+    )
     status = await client.wait_ready()
     if status["state"] != "ready":
         raise RuntimeError(f"ghostfim did not become ready: {status}")
     records: list[Record] = []
     for n, trace in enumerate(traces):
-        records += await replay_ghostfim(trace, client, f"file:///bench/{n}/{Path(trace.path).name}")
+        records += await replay_ghostfim(
+            trace, client, f"file:///bench/{n}/{Path(trace.path).name}"
+        )
     rss = peak_rss_mb(client.proc.pid)
     await client.stop()
     return records, rss
@@ -257,9 +294,13 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
             first: list[float] = []
             text = ""
             n = 0
-            for chunk in llm.create_completion(prompt, max_tokens=48, temperature=0.0,
-                                               stop=["\n", "<|endoftext|>", "<|file_sep|>"],
-                                               stream=True):
+            for chunk in llm.create_completion(
+                prompt,
+                max_tokens=48,
+                temperature=0.0,
+                stop=["\n", "<|endoftext|>", "<|file_sep|>"],
+                stream=True,
+            ):
                 if not first:
                     first.append((time.perf_counter() - t0) * 1000)
                 text += chunk["choices"][0]["text"]
@@ -276,11 +317,19 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
                 continue
             k, rec, is_current = job
             text, ttft, prompt_tokens, n = await asyncio.to_thread(complete, k)
-            rec.update(source="model", ttft_ms=ttft, prompt_tokens=prompt_tokens,
-                       generated_tokens=n, cancelled=not is_current())
+            rec.update(
+                source="model",
+                ttft_ms=ttft,
+                prompt_tokens=prompt_tokens,
+                generated_tokens=n,
+                cancelled=not is_current(),
+            )
             if text.strip() and not rec["_closed"]:
-                rec["shown_at_ms"] = rec["shown_at_ms"] if rec["shown_at_ms"] is not None \
+                rec["shown_at_ms"] = (
+                    rec["shown_at_ms"]
+                    if rec["shown_at_ms"] is not None
                     else (loop.time() - rec["_t"]) * 1000
+                )
                 rec["shown_text"] = text
                 if is_current():
                     screen.text = text
@@ -298,11 +347,22 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
         current["i"] = i
         carried = screen.after_keystroke(k)
         rec: Record = {
-            "trace": trace.name, "index": i, "at_ms": k.at_ms, "gap_ms": k.gap_ms,
-            "is_pause": k.is_pause, "rest_of_line": k.rest_of_line,
-            "shown_at_ms": 0.0 if carried else None, "shown_text": carried, "requested": True,
-            "source": "none", "ttft_ms": None, "prompt_tokens": None, "generated_tokens": None,
-            "cancelled": False, "_closed": False, "_t": loop.time(),
+            "trace": trace.name,
+            "index": i,
+            "at_ms": k.at_ms,
+            "gap_ms": k.gap_ms,
+            "is_pause": k.is_pause,
+            "rest_of_line": k.rest_of_line,
+            "shown_at_ms": 0.0 if carried else None,
+            "shown_text": carried,
+            "requested": True,
+            "source": "none",
+            "ttft_ms": None,
+            "prompt_tokens": None,
+            "generated_tokens": None,
+            "cancelled": False,
+            "_closed": False,
+            "_t": loop.time(),
         }
         latest["job"] = (k, rec, lambda i=i: current["i"] == i)
         wake.set()
@@ -317,15 +377,17 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
 
 
 # --- llama-server with llama.vim's pattern ------------------------------------------------------
-async def run_llama_server(traces: list[Trace], model_path: Path) -> tuple[list[Record], float | None]:
+async def run_llama_server(
+    traces: list[Trace], model_path: Path
+) -> tuple[list[Record], float | None]:
     import httpx
 
     from bench import llama_server, llamavim
 
     binary = llama_server.ensure_llama_server()
-    proc, base_url = llama_server.start_llama_server(model_path, port=18765, binary=binary) \
-        if "binary" in llama_server.start_llama_server.__code__.co_varnames \
-        else llama_server.start_llama_server(model_path, port=18765)
+    proc, base_url = llama_server.start_llama_server(
+        model_path, port=llama_server.free_port(), binary=binary
+    )
     try:
         records: list[Record] = []
         async with httpx.AsyncClient(timeout=60) as http:
@@ -333,8 +395,7 @@ async def run_llama_server(traces: list[Trace], model_path: Path) -> tuple[list[
                 records += await llamavim.replay_trace(trace, base_url, http=http)
         rss = peak_rss_mb(proc.pid)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        llama_server.stop_llama_server(proc)
     return records, rss
 
 
@@ -388,15 +449,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"unknown system {system!r}")
         results[system] = summarize(records, rss_mb=rss)
         raw[system] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in records]
-        print(f"{system}: {len(records)} states in {time.perf_counter() - started:.0f} s",
-              file=sys.stderr)
+        print(
+            f"{system}: {len(records)} states in {time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+        )
     report = {
-        "machine": {"platform": platform.platform(), "cpus": _cpu_count(),
-                    "python": platform.python_version()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": _cpu_count(),
+            "python": platform.python_version(),
+        },
         "model": str(model_path),
         "command": "python -m bench.replay " + " ".join(sys.argv[1:]),
-        "traces": [{"name": t.name, "path": t.path, "keystrokes": sum(not k.jump for k in t.keystrokes)}
-                   for t in traces],
+        "traces": [
+            {"name": t.name, "path": t.path, "keystrokes": sum(not k.jump for k in t.keystrokes)}
+            for t in traces
+        ],
         "results": results,
         "records": raw,
     }
@@ -406,11 +474,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def _cpu_count() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--systems", default="ghostfim,llama-server,naive")
     parser.add_argument("--model", default="small")
     parser.add_argument("--files", type=int, default=6)

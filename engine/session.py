@@ -47,7 +47,7 @@ N_SLOTS = 2
 # A keystroke prompt's prefix is what a cold prefill decodes in about this long (capped by the
 # prefix budget, so all of it on a GPU): on a CPU the first keystroke at a new place costs about
 # a second instead of several, and the pause refresh (its own slot) brings the whole budget.
-KEYSTROKE_COLD_PREFILL_MS = 1200.0
+KEYSTROKE_COLD_PREFILL_MS = 1500.0
 
 # A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
 # the text before the cursor (the rest is aborted at once).
