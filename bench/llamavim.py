@@ -397,6 +397,8 @@ class Observer:
 
     def request_sent(self, request: Request) -> None: ...
 
+    def request_abandoned(self, request: Request) -> None: ...
+
     def request_done(self, request: Request) -> None: ...
 
     def hint_shown(self, hint: Hint, from_answer: bool) -> None: ...
@@ -421,11 +423,13 @@ class LlamaVim:
         self.x, self.y = 0, 0
         self.settings = settings or Settings()
         self.observer = observer or Observer()
-        self.clock = clock or time.monotonic  # asyncio's loop clock by default
+        self.clock = clock or time.monotonic  # the clock asyncio's loop uses
         self.cache = SuggestionCache(self.settings.max_cache_keys)
         self.hint: Hint | None = None  # s:fim_data while s:fim_hint_shown
         self.indent_last = -1
         self.job: asyncio.Task[None] | None = None
+        self.job_request: Request | None = None
+        self.closed = False
         self.timer: asyncio.TimerHandle | None = None
 
     # -- editor events --------------------------------------------------------------------
@@ -443,14 +447,20 @@ class LlamaVim:
     async def close(self, wait_s: float = 60.0) -> None:
         """End of the replay: no new requests; let the one in flight finish (llama.vim never
         kills it, and the server should be idle for whatever runs next)."""
+        self.closed = True
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.job is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self.job), wait_s)
-            except TimeoutError:
-                self.job.cancel()
+        job, request = self.job, self.job_request
+        if job is None or request is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(job), wait_s)
+        except TimeoutError:
+            # Closing the connection makes llama-server drop the task.
+            job.cancel()
+            self.observer.request_abandoned(request)
+            await asyncio.gather(job, return_exceptions=True)
 
     # -- the plugin ---------------------------------------------------------------------------
 
@@ -468,6 +478,8 @@ class LlamaVim:
 
     def fim(self, x: int | None, y: int | None, *, prev: list[str]) -> None:
         """`llama#fim(pos_x, pos_y, is_auto=true, prev, use_cache=true)`."""
+        if self.closed:
+            return
         if self.job is not None:
             # One request at a time: wait for it, retrying every 100 ms; a newer call
             # replaces the pending retry (there is a single timer).
@@ -490,6 +502,7 @@ class LlamaVim:
         request = Request(speculative=bool(prev), sent_at=self.clock())
         body = build_request(ctx, t_max, self.settings)
         self.job = asyncio.ensure_future(self._run(request, body, hashes))
+        self.job_request = request
         self.observer.request_sent(request)
 
     def _retry(self, x: int | None, y: int | None, prev: list[str]) -> None:
@@ -504,7 +517,7 @@ class LlamaVim:
             if answer.content is not None:
                 self.on_response(hashes, answer)
         finally:
-            self.job = None  # s:fim_on_exit runs after s:fim_on_response
+            self.job = self.job_request = None  # s:fim_on_exit runs after s:fim_on_response
 
     async def _post(self, body: dict[str, Any]) -> Answer:
         started = self.clock()
@@ -580,6 +593,11 @@ class _StateLog(Observer):
         else:
             self.current["requested"] = True
 
+    def request_abandoned(self, request: Request) -> None:
+        record = self.owner.pop(id(request), None)
+        if record is not None and not request.speculative:
+            record["cancelled"] = True
+
     def request_done(self, request: Request) -> None:
         record = self.owner.pop(id(request), None)
         answer = request.answer
@@ -613,8 +631,8 @@ async def replay_trace(
 
     `ttft_ms` is the server's own figure (prompt_ms + one predicted-token time) for the request
     sent while that state was current; `shown_at_ms` is measured here, from the keystroke.
-    llama.vim never abandons a request, so `cancelled` is always False; `late` marks answers that
-    arrived after the user had typed on.
+    llama.vim never abandons a request, so `cancelled` is True only for the request still running
+    a minute after the trace ended; `late` marks answers that arrived after the user typed on.
     """
     loop = asyncio.get_running_loop()
     start = loop.time()

@@ -233,13 +233,16 @@ def _on_answer(fut: asyncio.Future[Any], rec: Record, show: Any) -> None:
         show(rec, items[0]["insertText"], time.perf_counter())
 
 
-async def run_ghostfim(traces: list[Trace], model: str) -> tuple[list[Record], float | None]:
+async def run_ghostfim(
+    traces: list[Trace], model: str, settings: dict[str, Any] | None = None
+) -> tuple[list[Record], float | None]:
     client = await LspProcess.start([sys.executable, "-m", "lsp.cli", "serve"])
     await client.initialize(
         {
             "model": {"size": model}
             if model in {"tiny", "small", "medium", "large"}
-            else {"path": model}
+            else {"path": model},
+            **(settings or {}),  # e.g. a remote backend (docs/teams.md)
         }
     )
     status = await client.wait_ready()
@@ -440,7 +443,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for system in args.systems.split(","):
         started = time.perf_counter()
         if system == "ghostfim":
-            records, rss = await run_ghostfim(traces, args.model)
+            records, rss = await run_ghostfim(traces, args.model, args.ghostfim_settings)
         elif system == "naive":
             records, rss = await run_naive(traces, model_path)
         elif system == "llama-server":
@@ -489,6 +492,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the full report (with every record) here")
+    parser.add_argument(
+        "--ghostfim-settings",
+        type=json.loads,
+        default={},
+        help="more ghostfim settings, as JSON: e.g. a remote backend "
+        '\'{"backend": "llama-server", "backendUrl": "http://gpu-box:8080"}\'',
+    )
     args = parser.parse_args(argv)
     report = asyncio.run(main_async(args))
     print(markdown_table(report["results"]))

@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +56,6 @@ from engine.timings import Timings
 log = logging.getLogger("ghostfim.remote")
 
 RemoteKind = Literal["llama-server", "openai", "ollama"]
-REMOTE_KINDS: tuple[RemoteKind, ...] = ("llama-server", "openai", "ollama")
 
 # Each server's own default port on this machine (what its docs start it with).
 DEFAULT_URLS: dict[str, str] = {
@@ -243,8 +243,13 @@ def _sse_payload(line: str) -> str | None:
 
 
 def _error_text(value: Any) -> str:
+    """The message in an error body: {"error": {"message"}} (OpenAI, llama-server),
+    {"error": "..."} (Ollama), {"message"} (vLLM), {"detail"} (FastAPI), or the text."""
     if isinstance(value, dict):
-        return str(value.get("message") or value)
+        for key in ("error", "message", "detail"):
+            if value.get(key):
+                return _error_text(value[key])
+        return json.dumps(value)
     if isinstance(value, str):
         try:
             return _error_text(json.loads(value))
@@ -383,9 +388,12 @@ class RemoteBackend:
         later, and the next request tries again), so this never raises for the network."""
         with self._lock:
             try:
-                self._loop.run_until_complete(self._identify())
+                identify = asyncio.wait_for(self._identify(), self.config.timeout_s)
+                self._loop.run_until_complete(identify)
+            except asyncio.TimeoutError:
+                log.warning("%s at %s: no answer yet", self.kind, self.config.shown_url)
             except RemoteBackendError as exc:
-                log.warning("%s: %s (will retry on the next request)", self.kind, exc)
+                log.warning("%s (will retry on the next request)", exc)
         return self
 
     def close(self) -> None:
@@ -800,13 +808,18 @@ def remote_factory(config: RemoteConfig) -> Callable[[], RemoteBackend]:
 
 # --- small helpers --------------------------------------------------------------------------
 def _reason(exc: BaseException) -> str:
-    """The innermost OS-level reason (e.g. 'Connection refused'), not a chain of wrappers."""
+    """The innermost OS-level reason (e.g. 'connection refused'), not a chain of wrappers."""
     while exc.__cause__ is not None or exc.__context__ is not None:
         inner = exc.__cause__ or exc.__context__
         assert inner is not None
         exc = inner
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return str(text)
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror})"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return os.strerror(exc.errno).lower()  # asyncio's own wording hides the errno
+    return str(exc) or type(exc).__name__
 
 
 def _float(value: Any) -> float | None:

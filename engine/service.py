@@ -428,8 +428,10 @@ class CompletionService:
         completion: Completion | None = None
         if not fut.cancelled() and fut.exception() is None:
             completion = fut.result()
+            if not completion.cancelled:  # a cancel proves nothing about the backend
+                self._backend_recovered()
         elif not fut.cancelled() and not isinstance(fut.exception(), JobDropped):
-            self.events.problem(f"ghostfim: completion failed: {fut.exception()}")
+            self._backend_failed(fut.exception())
         cancelled = completion is None or completion.cancelled
         final = (
             completion.text
@@ -457,6 +459,18 @@ class CompletionService:
         self.latency.ttft.append(completion.timings.ttft_ms + queue_ms)
         self.latency.total.append(total_ms)
         self._after_suggestion(state, completion, explicit)
+
+    def _backend_failed(self, exc: BaseException | None) -> None:
+        """A failed request (a remote server down or silent) puts the status in error, told
+        once per distinct message rather than once per keystroke; requests keep trying."""
+        message = f"ghostfim: completion failed: {exc}"
+        if message != self.error:
+            self.events.problem(message)
+            self._set_state("error", message)
+
+    def _backend_recovered(self) -> None:
+        if self.state == "error" and self.session is not None:
+            self._set_state("ready")
 
     # --- background work after a suggestion ---------------------------------------------------
     def _after_suggestion(self, state: CursorState, completion: Completion, explicit: bool) -> None:
@@ -564,6 +578,7 @@ class CompletionService:
             "cancelled": cancelled,
             "queueMs": round(queue_ms, 2),
             "debounceMs": round(debounce_ms, 2),
+            "promptMs": round(t.prompt_ms, 2) if t else 0.0,
             "prefillMs": round(t.prefill_ms, 2) if t else 0.0,
             "ttftMs": round(t.ttft_ms + queue_ms, 2) if t else 0.0,
             "decodeMs": round(t.decode_ms, 2) if t else 0.0,
@@ -571,6 +586,7 @@ class CompletionService:
             "reusedTokens": t.prefill_reused_tokens if t else 0,
             "newTokens": t.prefill_new_tokens if t else 0,
             "generatedTokens": t.decode_tokens if t else 0,
+            "networkMs": round(t.network_ms, 2) if t else 0.0,
             "model": self.session.info.name if self.session else None,
         }
         self.latency.recent.append(payload)

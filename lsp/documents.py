@@ -2,15 +2,16 @@
 
 LSP lines end at \\n, \\r\\n or \\r only (not at form feeds or U+2028, which Python's
 splitlines also splits at), and `character` counts UTF-16 code units unless the client and
-server agreed on UTF-8 or UTF-32. Line starts are indexed once per document version.
+server agreed on UTF-8 or UTF-32. A document's line starts are indexed once when it is opened
+and then updated around each edit (`LineIndex.replaced`), so a keystroke in a 20 MB file costs
+the edit, not a rescan of the file.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from dataclasses import dataclass
 
+import numpy as np
 from cachetools import LRUCache
 
 from engine.service import (
@@ -21,49 +22,146 @@ from engine.service import (
 )
 
 _EOL = re.compile(r"\r\n|\r|\n")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+# Below this many characters a regex scan finds line breaks faster than numpy's set-up.
+_NUMPY_SCAN_CHARS = 1 << 16
 
 
 class PositionError(ValueError):
     """A position that is not in the document."""
 
 
-@dataclass(frozen=True)
+def _eol_ends(text: str, lo: int, hi: int) -> np.ndarray:
+    """Offsets just after each LSP line break found scanning text[lo:hi] from lo.
+
+    A caller chooses lo and hi so that no \\r\\n straddles either end (hi is a line start or the
+    end of the text; a scan from the \\n of a \\r\\n still ends that line at the same offset).
+    """
+    if hi - lo < _NUMPY_SCAN_CHARS:
+        return np.fromiter((m.end() for m in _EOL.finditer(text, lo, hi)), dtype=np.int64)
+    # Large spans (opening a big file): one vectorised pass over the code points.
+    part = text[lo:hi]
+    if part.isascii():
+        codes = np.frombuffer(part.encode("ascii"), dtype=np.uint8)
+    else:
+        codes = np.frombuffer(part.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    newline = np.flatnonzero(codes == 10)
+    cr = np.flatnonzero(codes == 13)
+    if cr.size:
+        # A \r ends a line by itself unless a \n follows (then the \n ends it).
+        follower = np.minimum(cr + 1, codes.size - 1)
+        alone = (cr + 1 >= codes.size) | (codes[follower] != 10)
+        ends = np.union1d(newline, cr[alone])
+    else:
+        ends = newline
+    return ends.astype(np.int64) + (lo + 1)
+
+
 class LineIndex:
-    starts: tuple[int, ...]  # offset of each line's first character
-    length: int
+    """Where each LSP line starts (code-point offsets), for one version of a text."""
+
+    __slots__ = ("length", "starts")
+
+    def __init__(self, starts: np.ndarray, length: int) -> None:
+        self.starts = starts  # int64, starts[0] == 0, strictly increasing
+        self.length = length
 
     @classmethod
     def of(cls, text: str) -> LineIndex:
-        starts = [0]
-        starts.extend(m.end() for m in _EOL.finditer(text))
-        return cls(tuple(starts), len(text))
+        starts = np.concatenate((np.zeros(1, dtype=np.int64), _eol_ends(text, 0, len(text))))
+        return cls(starts, len(text))
+
+    @property
+    def line_count(self) -> int:
+        return int(self.starts.size)
+
+    def line_start(self, line: int) -> int:
+        return int(self.starts[line])
 
     def line_end(self, text: str, line: int) -> int:
         """Offset of the end of a line's content (before its line break)."""
-        end = self.starts[line + 1] if line + 1 < len(self.starts) else self.length
-        while end > self.starts[line] and text[end - 1] in "\r\n":
+        end = int(self.starts[line + 1]) if line + 1 < self.starts.size else self.length
+        start = int(self.starts[line])
+        while end > start and text[end - 1] in "\r\n":
             end -= 1
         return end
 
     def line_of(self, offset: int) -> int:
-        return bisect_right(self.starts, offset) - 1
+        return int(np.searchsorted(self.starts, offset, side="right")) - 1
+
+    def replaced(self, new_text: str, start: int, end: int, inserted: int) -> LineIndex:
+        """The index of new_text, which is this text with [start, end) replaced by `inserted`
+        characters. Only the lines around the edit are scanned again.
+
+        Line starts before `start` cannot change (the character after each of their line
+        breaks is untouched). Old starts at end + 3 or later belong to line breaks that began
+        at end + 1 or later, whose characters and predecessors are untouched: they shift. The
+        span between is scanned from start - 1, so that a \\r just before the edit can pair with
+        a \\n the edit brings (or lose the one it removes).
+        """
+        delta = inserted - (end - start)
+        starts = self.starts
+        kept = starts[: int(np.searchsorted(starts, start, side="left"))]
+        if kept.size == 0:
+            kept = np.zeros(1, dtype=np.int64)
+        first_stable = int(np.searchsorted(starts, end + 3, side="left"))
+        tail = starts[first_stable:] + delta
+        hi = int(tail[0]) if tail.size else len(new_text)
+        middle = _eol_ends(new_text, max(0, start - 1), hi)
+        if tail.size:
+            middle = middle[middle < hi]  # the line break ending at hi is tail[0]
+        return LineIndex(np.concatenate((kept, middle, tail)), len(new_text))
 
 
-def _units_to_chars(line: str, units: int, encoding: str) -> int:
-    """Characters in `line` covered by `units` code units of the encoding (clamped to the line)."""
-    if encoding == "utf-32":
+def units_to_chars(line: str, units: int, encoding: str) -> int:
+    """Characters of `line` covered by `units` code units of the encoding.
+
+    Clamped to the line; a position inside a character (half a surrogate pair, the middle of
+    a UTF-8 sequence) rounds down to the character's start. Only non-ASCII characters are
+    visited, so a long line of code costs a regex scan, not a Python loop over it.
+    """
+    if units <= 0:
+        return 0
+    if encoding == "utf-32" or line.isascii():
         return min(units, len(line))
-    count = 0
-    for i, ch in enumerate(line):
-        width = (
-            (2 if ord(ch) > 0xFFFF else 1)
-            if encoding == "utf-16"
-            else len(ch.encode("utf-8", "surrogatepass"))
+    extra = 0  # code units beyond one per character, before the current character
+    pattern = _ASTRAL if encoding == "utf-16" else _NON_ASCII
+    # Each character takes at least one unit: none at index >= units can be reached.
+    for m in pattern.finditer(line, 0, units):
+        index = m.start()
+        width = 2 if encoding == "utf-16" else len(m.group().encode("utf-8", "surrogatepass"))
+        if index + extra + width > units:
+            return min(index, units - extra)
+        extra += width - 1
+    return min(units - extra, len(line))
+
+
+def chars_to_units(text: str, encoding: str) -> int:
+    """Code units of `text` in the encoding (the inverse measure of units_to_chars)."""
+    if encoding == "utf-32" or text.isascii():
+        return len(text)
+    if encoding == "utf-16":
+        return len(text) + len(_ASTRAL.findall(text))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def offset_in(index: LineIndex, text: str, line: int, character: int, encoding: str) -> int:
+    """The character offset of an LSP position; a column past the line's end clamps to it.
+
+    Raises PositionError for negative positions and lines past the end (the line just past
+    the last one is accepted at column 0: the end of the document).
+    """
+    if line < 0 or character < 0:
+        raise PositionError(f"negative position {line}:{character}")
+    if line >= index.line_count:
+        if line == index.line_count and character == 0:
+            return index.length
+        raise PositionError(
+            f"line {line} is past the end of the document ({index.line_count} lines)"
         )
-        if count + width > units:
-            return i
-        count += width
-    return len(line)
+    start, end = index.line_start(line), index.line_end(text, line)
+    return start + units_to_chars(text[start:end], character, encoding)
 
 
 class DocumentIndex:
@@ -83,17 +181,9 @@ class DocumentIndex:
         self, uri: str, version: int | None, text: str, line: int, character: int, encoding: str
     ) -> int:
         """The character offset of an LSP position; a column past the line's end clamps to it."""
-        idx = self.index(uri, version, text)
         if line < 0 or character < 0:
             raise PositionError(f"negative position {line}:{character}")
-        if line >= len(idx.starts):
-            if line == len(idx.starts) and character == 0:
-                return idx.length  # just past the last line
-            raise PositionError(
-                f"line {line} is past the end of the document ({len(idx.starts)} lines)"
-            )
-        start, end = idx.starts[line], idx.line_end(text, line)
-        return start + _units_to_chars(text[start:end], character, encoding)
+        return offset_in(self.index(uri, version, text), text, line, character, encoding)
 
 
 def cursor_state(

@@ -16,20 +16,25 @@ from collections.abc import Generator
 from typing import Any, ClassVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
-from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from engine.service import CompletionOptions, CompletionService, CursorState
-from lsp.documents import DocumentIndex, PositionError, cursor_state
-from lsp.settings import Settings, parse_settings
+from lsp.documents import DocumentIndex, cursor_state
+from lsp.rpcguard import REQUEST_DEADLINE_S, GuardedProtocol, GuardedServer
+from lsp.settings import Settings, parse_settings, unwrap_section
+from lsp.textsync import (
+    SyncedProtocol,
+    encoding_name,
+    open_document,
+    register_debug_features,
+    request_offset,
+)
 
 VERSION = "0.1.0"
 log = logging.getLogger("ghostfim.server")
 
 
-class GhostfimProtocol(LanguageServerProtocol):
+class GhostfimProtocol(GuardedProtocol, SyncedProtocol):
     """Prefers UTF-8 positions whenever the client offers them (UTF-16 otherwise)."""
 
     @lsp_method(types.INITIALIZE)
@@ -107,7 +112,7 @@ class LspEvents:
             self._progress_token = None
 
 
-class GhostfimServer(LanguageServer):
+class GhostfimServer(GuardedServer):
     def __init__(self, default_model: str | None = None) -> None:
         super().__init__(
             "ghostfim",
@@ -126,7 +131,7 @@ class GhostfimServer(LanguageServer):
 
     @property
     def encoding(self) -> str:
-        return str(self.workspace.position_encoding or "utf-16")
+        return encoding_name(self.workspace.position_encoding)
 
     # --- settings ---------------------------------------------------------------------------
     def apply_settings(self, raw: Any) -> None:
@@ -233,6 +238,18 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
             items = [types.ConfigurationItem(section="ghostfim")]
             with contextlib.suppress(Exception):
                 raw = (await ls.workspace_configuration_async(types.ConfigurationParams(items)))[0]
+        if not isinstance(unwrap_section(raw), dict):
+            # Nothing usable (null, a list, a string): keep the current settings and model.
+            # Parsing it would reset every setting to its default and switch models.
+            if raw is not None:
+                ls.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning,
+                        message="ghostfim settings must be an object, got "
+                        f"{type(unwrap_section(raw)).__name__}; settings unchanged",
+                    )
+                )
+            return
         ls.apply_settings(raw)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -249,20 +266,22 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         ls: GhostfimServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
         uri = params.text_document.uri
-        if uri not in ls.workspace.text_documents:
-            raise JsonRpcInvalidParams(f"document {uri} is not open")
-        doc = ls.workspace.get_text_document(uri)
+        doc = open_document(ls, uri)  # -32602 unless open (URIs compared percent-decoded)
         text, version = doc.source, doc.version or 0
         pos = params.position
-        try:
-            offset = ls.documents.offset_at(
-                uri, version, text, pos.line, pos.character, ls.encoding
-            )
-        except PositionError as exc:
-            raise JsonRpcInvalidParams(str(exc)) from None
+        offset = request_offset(doc, pos)  # -32602 past the end; a long column clamps
         state = cursor_state(uri, version, pos, text, offset, pos.line)
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        answer = await ls.service.complete(state, explicit=explicit)
+        try:
+            # Every request is answered in bounded time: on a starved CPU one prefill can take
+            # minutes, and a client waiting on it shows nothing anyway. The wait's cancellation
+            # stops the model job, as $/cancelRequest does.
+            answer = await asyncio.wait_for(
+                ls.service.complete(state, explicit=explicit), REQUEST_DEADLINE_S
+            )
+        except asyncio.TimeoutError:
+            log.warning("%s: no suggestion within %.0f s; answered empty", uri, REQUEST_DEADLINE_S)
+            return types.InlineCompletionList(items=[])
         if not answer.text:
             return types.InlineCompletionList(items=[])
         return types.InlineCompletionList(
@@ -276,6 +295,8 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
     @server.feature("ghostfim/status")
     def status(ls: GhostfimServer, _params: Any = None) -> dict[str, Any]:
         return ls.service.status()
+
+    register_debug_features(server)  # ghostfim/documentText, with GHOSTFIM_DEBUG_PROTOCOL=1
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: GhostfimServer, _params: Any = None) -> None:

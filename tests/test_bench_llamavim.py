@@ -305,19 +305,26 @@ def test_replay_against_llama_server(small_model_path: Path) -> None:
     source = site / "pygls" / "workspace" / "text_document.py"
     if not source.exists():
         pytest.skip(f"{source} is missing")
-    trace = make_trace(source, "python", lines_per_file=1, seed=7)
+    trace = make_trace(source, "python", lines_per_file=2, seed=7)
     assert trace is not None
     port = llama_server.free_port()
 
-    async def run(base_url: str) -> list[dict[str, Any]]:
+    async def run(base_url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         async with httpx.AsyncClient() as http:
-            return await replay_trace(trace, base_url, http=http)
+            # llama.vim's body as it is, once: the server must accept it and report timings.
+            lines = trace.initial_text.split("\n")
+            ctx = local_context(lines, 0, len(lines) // 2, [], Settings(), -1)
+            body = build_request(ctx, 250, Settings())
+            direct = (await http.post(f"{base_url}/infill", json=body, timeout=300)).json()
+            return direct, await replay_trace(trace, base_url, http=http)
 
     with llama_server.llama_server(small_model_path, port=port, binary=binary) as base_url:
-        records = asyncio.run(run(base_url))
+        direct, records = asyncio.run(run(base_url))
+    assert isinstance(direct["content"], str)
+    assert direct["timings/prompt_n"] > 0
     assert len(records) == sum(not k.jump for k in trace.keystrokes)
     assert all(set(r) >= RECORD_KEYS for r in records)
-    requested = [r for r in records if r["requested"]]
-    assert requested
-    assert all(r["prompt_tokens"] is not None for r in requested)
     assert all(r["source"] in ("model", "cache", "none") for r in records)
+    # How many states get an answer depends on the CPU; the ones that do carry the timings.
+    answered = [r for r in records if r["requested"] and not r["cancelled"]]
+    assert all(r["prompt_tokens"] is not None for r in answered)

@@ -1,0 +1,773 @@
+"""Reliability and safety of `ghostfim serve`: positions, bad input, lifecycle, safety.
+
+The unit tests at the top check the pieces (line index, position units, incremental sync,
+JSON-RPC id recovery) against independent references. The rest drive the real server over
+stdio with the tiny model, as a hostile or broken client would: every bad input must be
+answered with a JSON-RPC error or explained with window/showMessage, the server must stay up,
+and the model that served before must go on serving. See docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from lsprotocol import types
+from test_soak import (
+    TINY,
+    TRICKY,
+    ClientDoc,
+    broken_model,
+    digest,
+    rss_mb,
+    snippet,
+    wait_for,
+)
+
+from bench.lspclient import LspProcess, RpcError
+from lsp.documents import LineIndex, chars_to_units, units_to_chars
+from lsp.rpcguard import top_level_id
+from lsp.textsync import SyncedDocument
+
+SERVER = [sys.executable, "-m", "lsp.cli", "serve"]
+DEBUG_ENV = {"GHOSTFIM_DEBUG_PROTOCOL": "1"}
+ANSWER_S = 10.0  # every request is answered within this (the checks' limit)
+
+
+# --- the pieces ----------------------------------------------------------------------------------
+def test_line_index_update_equals_a_full_rescan() -> None:
+    rng = random.Random(7)
+    alphabet = ["a", "\r", "\n", "\r\n", "😀", "中", "\x0b", "\x0c", "\x85", "\u2028", "\x00"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        index = LineIndex.of(text)
+        for _ in range(6):
+            a = rng.randint(0, len(text))
+            b = rng.randint(a, len(text))
+            new = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+            text = text[:a] + new + text[b:]
+            index = index.replaced(text, a, b, len(new))
+            assert np.array_equal(index.starts, LineIndex.of(text).starts), (text, a, b, new)
+    # A big text goes through the vectorised scan: same answer as the regex.
+    big = "".join(rng.choice(alphabet) for _ in range(300_000))
+    expected = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", big)]
+    assert LineIndex.of(big).starts.tolist() == expected
+
+
+def test_position_units_for_astral_and_multibyte_characters() -> None:
+    rng = random.Random(3)
+    chars = ["a", "😀", "中", "é", "\ud800", "𝔘"]
+    for encoding in ("utf-16", "utf-8", "utf-32"):
+        for _ in range(3000):
+            line = "".join(rng.choice(chars) for _ in range(rng.randint(0, 10)))
+            n = rng.randint(0, 45)
+            want = max(k for k in range(len(line) + 1) if chars_to_units(line[:k], encoding) <= n)
+            assert units_to_chars(line, n, encoding) == want, (line, n, encoding)
+    assert units_to_chars("a😀b", 3, "utf-16") == 2 and units_to_chars("a😀b", 2, "utf-16") == 1
+    assert units_to_chars("a😀b", 5, "utf-8") == 2 and units_to_chars("a😀b", 4, "utf-8") == 1
+
+
+def test_synced_document_follows_lsp_line_ends_not_splitlines() -> None:
+    """The pygls trap: its incremental sync splits lines at \\x0c, U+2028 and friends."""
+    text = "a\x0cb\u2028c\x85d\ne"
+    for encoding in ("utf-16", "utf-8"):
+        doc = SyncedDocument("file:///t", text, 1, "python", encoding)
+        client = ClientDoc("file:///t", text, encoding)
+        change = client.replace(6, 6, "X")  # line 0 ends at the \n: "a\x0cb\u2028c\x85d"
+        assert change["range"]["start"] == {
+            "line": 0,
+            "character": chars_to_units(text[:6], encoding),
+        }
+        doc.apply(types.TextDocumentContentChangePartial(
+            range=_range(change), text="X"
+        ))  # fmt: skip
+        assert doc.source == client.text == "a\x0cb\u2028c\x85Xd\ne"
+
+
+def test_synced_document_random_edits_match_the_client() -> None:
+    rng = random.Random(11)
+    for encoding in ("utf-16", "utf-8"):
+        client = ClientDoc("file:///r", snippet(rng, 40), encoding)
+        doc = SyncedDocument("file:///r", client.text, 1, "python", encoding)
+        for _ in range(2000):
+            a = client.snap(rng.randint(0, len(client.text)))
+            b = client.snap(min(len(client.text), a + rng.randint(0, 12)))
+            change = client.replace(a, b, snippet(rng, rng.randint(0, 3)))
+            assert doc.apply(types.TextDocumentContentChangePartial(
+                range=_range(change), text=change["text"]
+            )) is None  # fmt: skip
+            assert doc.source == client.text
+            assert np.array_equal(doc.index.starts, LineIndex.of(doc.source).starts)
+
+
+def test_out_of_range_edits_clamp_like_the_lsp_reference() -> None:
+    """vscode-languageserver-textdocument: a line past the end is the end of the text, a
+    column past the end of its line is the line's end, a reversed range is swapped."""
+    doc = SyncedDocument("file:///c", "ab\r\ncd", 1, None, "utf-16")
+
+    def edit(sl: int, sc: int, el: int, ec: int, new: str) -> str | None:
+        r = types.Range(types.Position(sl, sc), types.Position(el, ec))
+        return doc.apply(types.TextDocumentContentChangePartial(range=r, text=new))
+
+    assert edit(0, 99, 0, 99, "!") is None  # past the line's end: legal, the end of line 0
+    assert doc.source == "ab!\r\ncd"
+    assert edit(9, 0, 9, 5, "?") is not None  # past the end of the document: appended
+    assert doc.source == "ab!\r\ncd?"
+    assert edit(1, 1, 0, 1, "") is not None  # reversed: swapped
+    assert doc.source == "ad?"
+
+
+def test_top_level_id_is_found_only_at_depth_one() -> None:
+    assert top_level_id('{"jsonrpc":"2.0","id":7,"method":"x","params":{') == 7
+    assert top_level_id('{"method":"m","id":"a\\"b",') == 'a"b'
+    assert top_level_id('{"method":"$/cancelRequest","params":{"id":5}') is None
+    assert top_level_id('{"params":{"id":5},"id":6') == 6
+    assert top_level_id("garbage") is None
+
+
+def _range(change: dict[str, Any]) -> types.Range:
+    s, e = change["range"]["start"], change["range"]["end"]
+    return types.Range(types.Position(**s), types.Position(**e))
+
+
+# --- a server, and a client that records everything ----------------------------------------------
+async def start(
+    options: dict[str, Any] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    encodings: list[str] | None = None,
+    ready: bool = True,
+    process_id: int | None = None,
+    command: list[str] | None = None,
+) -> LspProcess:
+    client = await LspProcess.start(command or SERVER, env={**DEBUG_ENV, **(env or {})})
+    params = {
+        "processId": os.getpid() if process_id is None else process_id,
+        "rootUri": None,
+        "capabilities": {
+            "general": {"positionEncodings": encodings or ["utf-16"]},
+            "textDocument": {"inlineCompletion": {}},
+            "window": {"workDoneProgress": True},
+        },
+        "initializationOptions": TINY if options is None else options,
+    }
+    await client.call("initialize", params, timeout=ANSWER_S)
+    await client.notify("initialized", {})
+    if ready:
+        status = await client.wait_ready(120)
+        assert status["state"] == "ready", status
+    return client
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[LspProcess]:
+    client = await start()
+    yield client
+    assert await client.stop() == 0, "".join(client.stderr_tail[-30:])
+
+
+def shown(client: LspProcess, since: int = 0) -> list[str]:
+    return [
+        n.params["message"]
+        for n in client.notifications[since:]
+        if n.method == "window/showMessage"
+    ]
+
+
+async def expect_message(
+    client: LspProcess, since: int, *needles: str, timeout: float = ANSWER_S
+) -> str:
+    """The first window/showMessage after `since` that contains every needle."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        for message in shown(client, since):
+            if all(n.lower() in message.lower() for n in needles):
+                return message
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no message with {needles}; got {shown(client, since)}")
+
+
+async def raw(client: LspProcess, body: bytes, rid: int | str | None = None) -> Any:
+    """Send raw bytes as one framed message; await the answer to rid (if given)."""
+    fut: asyncio.Future[Any] | None = None
+    if rid is not None:
+        fut = asyncio.get_running_loop().create_future()
+        client.pending[rid] = fut  # type: ignore[index]
+    assert client.proc.stdin is not None
+    client.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    await client.proc.stdin.drain()
+    if fut is None:
+        return None
+    return await asyncio.wait_for(fut, ANSWER_S)
+
+
+async def open_doc(client: LspProcess, uri: str, text: str, version: int = 1) -> None:
+    await client.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": uri, "languageId": "python", "version": version, "text": text}},
+    )
+
+
+async def complete(
+    client: LspProcess, uri: str, line: int, character: int, trigger: int = 1
+) -> Any:
+    return await client.call(
+        "textDocument/inlineCompletion",
+        {
+            "textDocument": {"uri": uri},
+            "position": {"line": line, "character": character},
+            "context": {"triggerKind": trigger},
+        },
+        timeout=ANSWER_S,
+    )
+
+
+async def server_text(client: LspProcess, uri: str) -> dict[str, Any]:
+    return await client.call("ghostfim/documentText", {"uri": uri}, timeout=ANSWER_S)
+
+
+async def alive_and_serving(client: LspProcess, preset: str = "tiny") -> None:
+    """The server answers, its model is the one that served before, and it completes."""
+    status = await client.call("ghostfim/status", None, timeout=ANSWER_S)
+    assert status["state"] == "ready" and status["model"]["preset"] == preset, status
+    await open_doc(client, "file:///alive.py", "def add(a, b):\n    return ")
+    result = await complete(client, "file:///alive.py", 1, 11)
+    assert isinstance(result["items"], list)
+
+
+# --- 2. positions --------------------------------------------------------------------------------
+@pytest.mark.model
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_astral_positions_in_both_encodings(encoding: str) -> None:
+    client = await start(encodings=[encoding])
+    try:
+        text = "x = '😀中é'\r\ny = '🇯🇵'\u2028z\n"
+        uri = "file:///pos.py"
+        await open_doc(client, uri, text)
+        doc = ClientDoc(uri, text, encoding)
+        # Insert after each character of line 0: positions count astral characters right.
+        for offset in range(len("x = '😀中é'"), 0, -1):
+            doc.version += 1
+            change = doc.replace(offset, offset, "|")
+            await client.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [change]},
+            )
+        got = await server_text(client, uri)
+        assert got["text"] == doc.text and got["sha256"] == digest(doc.text)
+        assert doc.text.startswith("x| |=| |'|😀|中|é|'")
+        # Requests: inside the text, after the emoji, past the end of a line (clamped).
+        for character in (0, 3, 7, 9, 500):
+            assert isinstance((await complete(client, uri, 1, character))["items"], list)
+    finally:
+        assert await client.stop() == 0
+
+
+@pytest.mark.model
+async def test_invalid_positions_get_clean_errors(server: LspProcess) -> None:
+    uri = "file:///dir%20with%20space/p.py"  # percent-encoded, as VS Code sends it
+    await open_doc(server, uri, "def f():\n    pass\n")
+    assert isinstance((await complete(server, uri, 1, 4))["items"], list)  # open: answered
+    assert isinstance((await complete(server, uri, 0, 10_000))["items"], list)  # clamped
+    assert isinstance((await complete(server, uri, 2, 0))["items"], list)  # end of file
+    for line, character in ((4, 0), (3, 1), (99, 0), (2**31 - 1, 2**31 - 1)):
+        with pytest.raises(RpcError) as err:
+            await complete(server, uri, line, character)
+        assert err.value.code == -32602 and "past the end" in str(err.value), err.value
+    for line, character in ((-1, 0), (0, -5), (2**40, 0), ("x", 0), (None, 0)):
+        with pytest.raises(RpcError) as err:
+            await complete(server, uri, line, character)  # type: ignore[arg-type]
+        assert err.value.code == -32602 and "position" in str(err.value), err.value
+    with pytest.raises(RpcError) as err:
+        await complete(server, "file:///never/opened.py", 0, 0)
+    assert err.value.code == -32602 and "not open" in str(err.value)
+    await alive_and_serving(server)
+
+
+# --- 3. bad input --------------------------------------------------------------------------------
+MALFORMED_REQUESTS: list[tuple[bytes, int, int]] = [
+    # (body, id, expected error code)
+    (b'{"jsonrpc":"2.0","id":9001,"method":"ghostfim/status"', 9001, -32700),  # cut short
+    (b'{"jsonrpc":"2.0","id":9002,"method":"no/such/method","params":{}}', 9002, -32601),
+    (b'{"id":9003,"method":"ghostfim/status"}', 9003, -32600),  # no jsonrpc
+    (b'{"jsonrpc":"1.0","id":9004,"method":"ghostfim/status"}', 9004, -32600),
+    (b'{"jsonrpc":"2.0","id":9005}', 9005, -32600),  # no method, result or error
+    (b'{"jsonrpc":"2.0","id":9006,"method":5}', 9006, -32600),
+    (b'{"jsonrpc":"2.0","id":9007,"method":"textDocument/inlineCompletion","params":"x"}',
+     9007, -32602),
+    (b'{"jsonrpc":"2.0","id":9008,"method":"textDocument/inlineCompletion","params":'
+     b'{"textDocument":{"uri":"file:///a"},"position":{"line":0,"character":0}}}', 9008, -32602),
+    (b'{"jsonrpc":"2.0","id":9009,"method":"textDocument/inlineCompletion","params":'
+     b'{"textDocument":{"uri":"file:///a"},"position":{"line":"x","character":0},'
+     b'"context":{"triggerKind":1}}}', 9009, -32602),
+    (b'{"jsonrpc":"2.0","id":"s-9010","method":"ghostfim/documentText","params":{"uri":5}}',
+     "s-9010", -32602),  # type: ignore[list-item]
+    (b'{"jsonrpc":"2.0","id":9011,"method":"initialize","params":{"capabilities":{}}}',
+     9011, -32600),  # initialize twice
+]  # fmt: skip
+
+MALFORMED_NOTIFICATIONS: list[tuple[bytes, str]] = [
+    # (body, words the message must contain)
+    (b"[]", "not a JSON-RPC object"),
+    (b"42", "not a JSON-RPC object"),
+    (b"null", "not a JSON-RPC object"),
+    (b'"just a string"', "not a JSON-RPC object"),
+    (b"{not json at all", "invalid JSON"),
+    (b"[" * 100_000, "invalid JSON"),  # nested too deeply for the parser
+    (b'{"jsonrpc":"2.0","method":"made/up","params":{}}', "unknown method"),
+    (b'{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{"textDocument":5}}',
+     "invalid params"),
+    (b'{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":'
+     b'{"uri":"file:///nope.py","version":2},"contentChanges":[{"text":"x"}]}}', "not open"),
+    (b'{"jsonrpc":"2.0","method":"textDocument/didClose","params":{"textDocument":'
+     b'{"uri":"file:///nope.py"}}}', "not open"),
+    (b'{"jsonrpc":"2.0","method":"$/cancelRequest","params":{}}', "invalid params"),
+]  # fmt: skip
+
+
+@pytest.mark.model
+async def test_malformed_messages_are_answered_or_explained(server: LspProcess) -> None:
+    for body, rid, code in MALFORMED_REQUESTS:
+        with pytest.raises(RpcError) as err:
+            await raw(server, body, rid)
+        assert err.value.code == code, (body, err.value)
+        assert err.value.error.get("message"), body
+    for body, words in MALFORMED_NOTIFICATIONS:
+        since = len(server.notifications)
+        await raw(server, body)
+        await expect_message(server, since, words)
+    # Binary in a message: invalid UTF-8 is replaced, the message handled, the user warned.
+    since = len(server.notifications)
+    body = (
+        b'{"jsonrpc":"2.0","id":9100,"method":"textDocument/didOpen_x","params":{"a":"\xff\xfe"}}'
+    )
+    with pytest.raises(RpcError) as err:
+        await raw(server, body, 9100)
+    assert err.value.code == -32601
+    await expect_message(server, since, "not valid UTF-8")
+    # Members JSON-RPC does not define are ignored.
+    status = await raw(
+        server, b'{"jsonrpc":"2.0","id":9101,"method":"ghostfim/status","x":1}', 9101
+    )
+    assert status["state"] == "ready"
+    uri = "file:///binary.py"
+    await raw(
+        server,
+        b'{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{"textDocument":{"uri":"'
+        + uri.encode()
+        + b'","languageId":"python","version":1,"text":"x = \xc3\x28 + \xff\\u0000\\n"}}}',
+    )
+    got = await server_text(server, uri)
+    assert got["text"] == "x = \ufffd( + \ufffd\x00\n", got
+    assert isinstance((await complete(server, uri, 0, 4))["items"], list)
+    await alive_and_serving(server)
+
+
+@pytest.mark.model
+async def test_requests_before_initialize_and_after_shutdown() -> None:
+    client = await LspProcess.start(SERVER)
+    try:
+        with pytest.raises(RpcError) as err:
+            await client.call("ghostfim/status", None, timeout=ANSWER_S)
+        assert err.value.code == -32002
+        await client.call(
+            "initialize", {"processId": None, "capabilities": {}, "initializationOptions": TINY}
+        )
+        await client.notify("initialized", {})
+        await client.call("shutdown", None, timeout=ANSWER_S)
+        with pytest.raises(RpcError) as err:
+            await client.call("ghostfim/status", None, timeout=ANSWER_S)
+        assert err.value.code == -32600 and "shut" in str(err.value)
+        await client.notify("exit", None)
+        assert await asyncio.wait_for(client.proc.wait(), 5) == 0
+    finally:
+        if client.proc.returncode is None:
+            client.proc.kill()
+
+
+@pytest.mark.model
+async def test_bad_settings_are_reported_and_nothing_else_changes(server: LspProcess) -> None:
+    bad: list[tuple[Any, str]] = [
+        ({"enable": "yes"}, "enable"),
+        ({"maxTokens": -5}, "maxTokens"),
+        ({"maxTokens": 1e12}, "maxTokens"),
+        ({"maxTokens": "8"}, "maxTokens"),
+        ({"debounceMs": "fast"}, "debounceMs"),
+        ({"multiline": 3}, "multiline"),
+        ({"prefixTokens": [1]}, "prefixTokens"),
+        ({"model": {"size": "huge"}}, "model.size"),
+        ({"model": {"path": 123}}, "model.path"),
+        ({"model": 5}, "model"),
+        ({"backend": "cloud"}, "backend"),
+        ({"backendTimeoutMs": -1}, "backendTimeoutMs"),
+        ({"noSuchSetting": 1}, "noSuchSetting"),
+        ({"nGpuLayers": True}, "nGpuLayers"),
+    ]
+    for settings, key in bad:
+        since = len(server.notifications)
+        await server.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"ghostfim": {**TINY, **settings}}},
+        )
+        await expect_message(server, since, key)
+    # Not an object at all: reported, and the settings (and the model) stay as they were.
+    for settings in ([1, 2], "tiny", 42, True):
+        since = len(server.notifications)
+        await server.notify("workspace/didChangeConfiguration", {"settings": settings})
+        await expect_message(server, since, "must be an object")
+    await server.notify("workspace/didChangeConfiguration", {"settings": None})
+    await asyncio.sleep(0.5)
+    status = await server.call("ghostfim/status", None)
+    assert status["model"]["preset"] == "tiny" and status["state"] == "ready", status
+    await alive_and_serving(server)
+
+
+@pytest.mark.model
+async def test_broken_model_files_are_reported_and_the_old_model_serves(
+    server: LspProcess, tmp_path: Path
+) -> None:
+    truncated = broken_model(tmp_path)
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    magic_only = tmp_path / "magic.gguf"
+    magic_only.write_bytes(b"GGUF")
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"GGUF" + bytes(random.Random(1).randrange(256) for _ in range(4096)))
+    not_gguf = tmp_path / "notes.txt"
+    not_gguf.write_text("hello")
+    cases = [
+        tmp_path / "missing.gguf",
+        tmp_path,  # a directory
+        empty,
+        magic_only,
+        garbage,
+        truncated,
+        not_gguf,
+    ]
+    for path in cases:
+        since = len(server.notifications)
+        await server.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"ghostfim": {**TINY, "model": {"path": str(path)}}}},
+        )
+        message = await expect_message(server, since, path.name, timeout=60)
+        assert "cannot load" in message or "not" in message, message
+        name = path.name
+        status = await wait_for(server, lambda s, name=name: name in (s.get("error") or ""))
+        assert status["state"] == "ready" and status["model"]["preset"] == "tiny", status
+        await alive_and_serving(server)
+
+
+@pytest.mark.model
+async def test_huge_document_is_synced_and_answered_in_time(server: LspProcess) -> None:
+    line = "    total = compute(alpha, beta) + 中文 * 2  # 😀 note\n"
+    text = line * (20_000_000 // len(line))
+    uri = "file:///huge.py"
+    rss_before = rss_mb(server.proc.pid)
+    started = time.perf_counter()
+    await open_doc(server, uri, text)
+    lines = text.count("\n")
+    result = await complete(server, uri, lines, 0)  # at the very end
+    assert isinstance(result["items"], list)
+    assert time.perf_counter() - started < ANSWER_S
+    for at_line in (lines // 2, 1):
+        started = time.perf_counter()
+        result = await complete(server, uri, at_line, 4)
+        assert isinstance(result["items"], list)
+        assert time.perf_counter() - started < ANSWER_S
+    # Edits in the middle and at both ends keep the server's copy equal to ours.
+    doc = ClientDoc(uri, text, "utf-16")
+    for offset in (len(text) // 2, 0, len(text)):
+        doc.version += 1
+        started = time.perf_counter()
+        change = doc.replace(offset, min(len(doc.text), offset + 3), "#😀\r\n")
+        await server.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [change]},
+        )
+        got = await server.call(
+            "ghostfim/documentText", {"uri": uri, "digestOnly": True}, timeout=ANSWER_S
+        )
+        assert time.perf_counter() - started < ANSWER_S
+        assert got["sha256"] == digest(doc.text) and got["version"] == doc.version
+    rss_open = rss_mb(server.proc.pid)
+    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    await asyncio.sleep(0.5)
+    rss_closed = rss_mb(server.proc.pid)
+    # The text is held once or twice (plus its index), not per edit; closing frees it.
+    assert rss_open - rss_before < 600, (rss_before, rss_open)
+    assert rss_closed - rss_before < 150, (rss_before, rss_closed)
+    await alive_and_serving(server)
+
+
+@pytest.mark.model
+async def test_long_lines_binary_text_and_more_than_the_context(server: LspProcess) -> None:
+    cases = {
+        "file:///one-line.min.js": "var a=1;" * 250_000,  # 2 MB on one line
+        "file:///repeat.txt": "x" * 300_000,  # one token repeated far past the context
+        "file:///controls.py": "".join(chr(c) for c in range(32)) * 200 + "\ndef f(",
+        "file:///surrogates.py": "s = '\ud800\udfff\udc00'\nt = ",  # lone surrogates
+        "file:///tricky.py": "".join(TRICKY) * 50 + "\nreturn ",
+        "file:///snippets.py": "x = '${1:foo} $0 $(rm -rf ~)'\ncmd = ",
+    }
+    since = len(server.notifications)
+    for uri, text in cases.items():
+        await open_doc(server, uri, text)
+        doc = ClientDoc(uri, text, "utf-16")
+        end = doc.position(len(text))
+        middle = doc.position(doc.snap(len(text) // 2))
+        for pos in (end, middle):
+            for trigger in (1, 2):
+                result = await complete(server, uri, pos["line"], pos["character"], trigger)
+                for item in result["items"]:
+                    # Text only: a plain string, never a snippet object or a command.
+                    assert isinstance(item["insertText"], str) and "command" not in item
+                    assert item["range"]["start"] == item["range"]["end"] == pos
+        got = await server_text(server, uri)
+        assert got["text"] == text
+    await asyncio.sleep(1.0)  # failures of the streamed rest would show up as messages
+    failures = [m for m in shown(server, since) if "fail" in m.lower() or "error" in m.lower()]
+    assert not failures, failures
+    await alive_and_serving(server)
+
+
+class _FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def _http_server(respond: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            respond(self)
+
+        def do_POST(self) -> None:
+            respond(self)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = _FakeServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def _garbage(handler: BaseHTTPRequestHandler) -> None:
+    """A server that answers with nonsense, and echoes the request's headers (an API key
+    among them) in an error body, as some proxies do."""
+    body = b"\x00\xffnot json{{" + str(dict(handler.headers)).encode()
+    handler.send_response(200 if handler.command == "POST" else 500)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+SECRET = "sk-ghostfim-test-0123456789abcdef"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", ["down", "garbage"])
+async def test_remote_backend_down_or_garbage(kind: str) -> None:
+    servers = _http_server(_garbage)
+    url = f"http://127.0.0.1:{_closed_port()}" if kind == "down" else next(servers)
+    client = await start(env={"GHOSTFIM_TEST_KEY": SECRET})
+    try:
+        since = len(client.notifications)
+        remote = {
+            **TINY,
+            "backend": "openai",
+            "backendUrl": url,
+            "backendModel": "m",
+            "backendApiKeyEnv": "GHOSTFIM_TEST_KEY",
+            "backendTimeoutMs": 1000,
+        }
+        await client.notify("workspace/didChangeConfiguration", {"settings": {"ghostfim": remote}})
+        await asyncio.sleep(0.5)
+        await open_doc(client, "file:///r.py", "def f():\n    return ")
+        for _ in range(3):
+            started = time.perf_counter()
+            result = await complete(client, "file:///r.py", 1, 11)
+            assert result["items"] == [] and time.perf_counter() - started < ANSWER_S
+        message = await expect_message(client, since, "openai", timeout=ANSWER_S)
+        assert url.split("//")[1] in message or "127.0.0.1" in message, message
+        # Back to the local model: it serves again.
+        await client.notify("workspace/didChangeConfiguration", {"settings": {"ghostfim": TINY}})
+        await wait_for(client, lambda s: (s.get("model") or {}).get("preset") == "tiny")
+        await alive_and_serving(client)
+    finally:
+        assert await client.stop() == 0
+        servers.close()
+    everything = json.dumps([(n.method, n.params) for n in client.notifications])
+    everything += "".join(client.stderr_tail)
+    assert SECRET not in everything, "the API key leaked into a message, the stats or the log"
+
+
+# --- 4. lifecycle --------------------------------------------------------------------------------
+@pytest.mark.model
+async def test_shutdown_and_exit_are_fast_even_while_a_model_loads() -> None:
+    client = await start()
+    # A model switch is loading (the small model takes a while) when the editor quits.
+    await client.notify(
+        "workspace/didChangeConfiguration", {"settings": {"ghostfim": {"model": {"size": "small"}}}}
+    )
+    await asyncio.sleep(0.2)
+    started = time.perf_counter()
+    await client.call("shutdown", None, timeout=ANSWER_S)
+    await client.notify("exit", None)
+    assert await asyncio.wait_for(client.proc.wait(), 10) == 0
+    assert time.perf_counter() - started < 3.0
+    # exit without shutdown: LSP says exit code 1.
+    client = await start()
+    await client.notify("exit", None)
+    assert await asyncio.wait_for(client.proc.wait(), 10) == 1
+
+
+@pytest.mark.model
+async def test_exits_when_stdin_closes() -> None:
+    client = await start()
+    assert client.proc.stdin is not None
+    client.proc.stdin.close()
+    started = time.perf_counter()
+    await asyncio.wait_for(client.proc.wait(), 10)
+    assert time.perf_counter() - started < 6.0
+    assert not Path(f"/proc/{client.proc.pid}").exists()  # no thread keeps it alive
+
+
+@pytest.mark.model
+async def test_exits_when_the_client_process_dies() -> None:
+    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    client = await start(process_id=editor.pid)
+    try:
+        await asyncio.sleep(0.5)
+        assert client.proc.returncode is None
+        editor.send_signal(signal.SIGKILL)
+        editor.wait()  # reaped: a zombie would still answer kill(pid, 0)
+        started = time.perf_counter()
+        await asyncio.wait_for(client.proc.wait(), 10)
+        assert time.perf_counter() - started < 6.0
+    finally:
+        editor.kill()
+        if client.proc.returncode is None:
+            client.proc.kill()
+
+
+@pytest.mark.model
+async def test_a_slow_model_load_does_not_block_initialize() -> None:
+    started = time.perf_counter()
+    client = await start({"model": {"size": "small"}}, ready=False)
+    try:
+        assert time.perf_counter() - started < 5.0  # a process start, not a model load
+        for _ in range(5):  # answered while the model loads
+            t = time.perf_counter()
+            status = await client.call("ghostfim/status", None, timeout=ANSWER_S)
+            assert time.perf_counter() - t < 2.0 and status["state"] in ("loading", "ready")
+        await open_doc(client, "file:///l.py", "x = ")
+        assert isinstance((await complete(client, "file:///l.py", 0, 4, 2))["items"], list)
+    finally:
+        assert await client.stop() == 0
+
+
+# --- 5. safety ------------------------------------------------------------------------------------
+GUARD = """
+import os, socket
+_log = os.environ["GHOSTFIM_NET_LOG"]
+def _record(what):
+    with open(_log, "a") as f:
+        f.write(what + "\\n")
+_connect = socket.socket.connect
+def connect(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        _record(f"connect {address}")
+        raise OSError("network use is forbidden in this test")
+    return _connect(self, address)
+socket.socket.connect = connect
+_getaddrinfo = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    _record(f"getaddrinfo {host}")
+    return _getaddrinfo(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+"""
+
+
+@pytest.mark.model
+async def test_nothing_leaves_the_machine_without_a_remote_backend(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(GUARD)
+    netlog = tmp_path / "net.log"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "GHOSTFIM_NET_LOG": str(netlog),
+    }
+    client = await start(env=env)
+    try:
+        await open_doc(client, "file:///n.py", "import os\n\ndef main():\n    ")
+        for trigger in (1, 2, 1):
+            await complete(client, "file:///n.py", 3, 4, trigger)
+        await client.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"ghostfim": {**TINY, "maxTokens": 16, "multiline": "always"}}},
+        )
+        await complete(client, "file:///n.py", 3, 4)
+        await asyncio.sleep(1.0)
+    finally:
+        assert await client.stop() == 0
+    assert not netlog.exists(), netlog.read_text()
+
+
+@pytest.mark.model
+async def test_model_paths_from_settings_write_nothing(server: LspProcess, tmp_path: Path) -> None:
+    from engine.models import find_cached, models_dir
+
+    tiny = find_cached("tiny")
+    assert tiny is not None
+    folder = tmp_path / "models"
+    folder.mkdir()
+    copy = folder / "my model.gguf"
+    shutil.copyfile(tiny, copy)
+    before = sorted(p.name for p in folder.iterdir())
+    cache_before = {p.name for p in models_dir().iterdir()}
+    sneaky = [
+        str(copy),
+        str(folder / ".." / "models" / "my model.gguf"),
+        "../../../../../../etc/passwd",
+        "~/../../proc/self/environ",
+        "/dev/zero",
+    ]
+    for path in sneaky:
+        await server.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"ghostfim": {**TINY, "model": {"path": path}}}},
+        )
+        await asyncio.sleep(0.3)
+        await wait_for(server, lambda s: s["state"] == "ready")
+    status = await wait_for(server, lambda s: bool(s.get("error")))
+    assert "zero" in (status.get("error") or ""), status
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert {p.name for p in models_dir().iterdir()} == cache_before
+    everything = json.dumps([(n.method, n.params) for n in server.notifications])
+    assert "GHOSTFIM_NET_LOG" not in everything and "PATH=" not in everything  # environ

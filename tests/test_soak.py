@@ -1,0 +1,519 @@
+"""Soak: thousands of editor events against `ghostfim serve` with the tiny model.
+
+Each event is what an editor sends while someone edits several files: typing, backspacing,
+pastes, undo-like jumps (a whole-document change, or a range covering everything), several
+changes in one didChange, cursor moves, files closed and opened again. The text is full of
+what breaks position arithmetic: emoji and other astral characters, CJK, combining marks, ZWJ
+sequences, tabs, CRLF, lone CR, NUL, and the characters Python's splitlines treats as line
+breaks but LSP does not (\\x0b \\x0c \\x1c-\\x1e \\x85 U+2028 U+2029). Most events are followed by
+an inline completion request, most of which the next event cancels (as VS Code does); a few
+ask at positions that are not in the document. Twice the model is switched to a broken file.
+
+Checked: every request is answered (a result or a cancellation; an invalid position gets
+-32602) within 10 s; the server's text of every document equals the client's
+(`ghostfim/documentText`, GHOSTFIM_DEBUG_PROTOCOL=1) at every check and at the end; the server
+never shows a message except for the broken models; RSS after warm-up grows by less than 50 MB
+and the thread count does not grow; the server exits with 0.
+
+GHOSTFIM_SOAK_EVENTS (default 10000) and GHOSTFIM_SOAK_SEED set a longer or different run, e.g.
+`GHOSTFIM_SOAK_EVENTS=100000 pytest tests/test_soak.py -s`; the summary line goes to stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.lspclient import LspProcess, RpcError
+
+SERVER = [sys.executable, "-m", "lsp.cli", "serve"]
+TINY = {"model": {"size": "tiny"}, "maxTokens": 8}
+EVENTS = int(os.environ.get("GHOSTFIM_SOAK_EVENTS", "10000"))
+SEED = int(os.environ.get("GHOSTFIM_SOAK_SEED", "20240611"))
+ANSWER_LIMIT_S = 10.0
+RSS_GROWTH_LIMIT_MB = 50.0
+CHECK_EVERY = 250  # events between comparisons of every open document with the server's
+PAUSE_EVERY = 100  # events between pauses (the last request answered, then an explicit one)
+MAX_DOC_CHARS = 40_000  # past this, edits lean towards deleting (RSS must measure leaks)
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+# What makes positions and line splitting hard, mixed into ordinary code.
+TRICKY = [
+    "😀", "👩‍💻", "𝔘𝔫𝔦", "🇯🇵", "中文字符", "한국어", "e\u0301", "a\u0308\u0323", "שלום",
+    "\t", "\t\t", "\r\n", "\r", "\n", "\x00", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85",
+    "\u2028", "\u2029", "\ufeff", "\u200b", "\r\r\n", "\n\r",
+]  # fmt: skip
+CODE = [
+    "def ", "return ", "self.", "value", " = ", "(", ")", ":", ",", " ", "    ", "if x:",
+    "for i in range(n):", "print(", "'s'", '"""doc"""', "# note", "import os", "x + 1",
+    "class A:", "[1, 2]", "{}", "None", "lambda: 0",
+]  # fmt: skip
+
+
+def snippet(rng: random.Random, pieces: int) -> str:
+    return "".join(
+        rng.choice(TRICKY) if rng.random() < 0.3 else rng.choice(CODE) for _ in range(pieces)
+    )
+
+
+def units(text: str, encoding: str) -> int:
+    """Code units of text in the client's position encoding."""
+    if encoding == "utf-8":
+        return len(text.encode("utf-8", "surrogatepass"))
+    if encoding == "utf-32":
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class ClientDoc:
+    """The editor's copy of a document, and LSP positions computed independently of the
+    server (Python string offsets, line breaks found by regex, units by encoding)."""
+
+    uri: str
+    text: str
+    encoding: str
+    version: int = 1
+
+    def snap(self, offset: int) -> int:
+        """An offset an LSP position can name: not between the \\r and \\n of a CRLF."""
+        offset = max(0, min(offset, len(self.text)))
+        if 0 < offset < len(self.text) and self.text[offset - 1 : offset + 1] == "\r\n":
+            offset -= 1
+        return offset
+
+    def position(self, offset: int) -> dict[str, int]:
+        line, start = 0, 0
+        for m in _EOL.finditer(self.text, 0, offset):
+            line, start = line + 1, m.end()
+        return {"line": line, "character": units(self.text[start:offset], self.encoding)}
+
+    def line_count(self) -> int:
+        return len(_EOL.findall(self.text)) + 1
+
+    def replace(self, start: int, end: int, new: str) -> dict[str, Any]:
+        """Apply an edit to the client's copy; returns the LSP change (positions before it)."""
+        change = {
+            "range": {"start": self.position(start), "end": self.position(end)},
+            "text": new,
+        }
+        self.text = self.text[:start] + new + self.text[end:]
+        return change
+
+
+@dataclass
+class Request:
+    rid: int
+    fut: asyncio.Future[Any]
+    sent: float
+    position: dict[str, int]
+    expect_error: int | None = None  # -32602 for a position past the end of the document
+    answered: float | None = None
+    uri: str = ""
+    trigger: int = 2
+    event: int = 0
+
+
+@dataclass
+class SoakStats:
+    events: int = 0
+    changes: int = 0
+    requests: int = 0
+    cancels_sent: int = 0
+    answered_items: int = 0
+    answered_empty: int = 0
+    cancelled: int = 0
+    invalid_position_errors: int = 0
+    checks: int = 0
+    max_answer_s: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)
+    rss: list[int] = field(default_factory=list)  # MB, sampled along the run
+
+
+def rss_mb(pid: int) -> float:
+    return _proc_status(pid, "VmRSS") / 1024
+
+
+def threads(pid: int) -> int:
+    return int(_proc_status(pid, "Threads"))
+
+
+def _proc_status(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return float(line.split()[1])
+    raise KeyError(key)
+
+
+async def compare(client: LspProcess, doc: ClientDoc) -> None:
+    """The server's text of doc equals the client's (digest first; the text on a mismatch)."""
+    got = await client.call(
+        "ghostfim/documentText", {"uri": doc.uri, "digestOnly": True}, timeout=ANSWER_LIMIT_S
+    )
+    if got["sha256"] == digest(doc.text) and got["version"] == doc.version:
+        return
+    full = await client.call("ghostfim/documentText", {"uri": doc.uri}, timeout=30)
+    server_text: str = full["text"]
+    at = next(
+        (i for i, (a, b) in enumerate(zip(server_text, doc.text, strict=False)) if a != b),
+        min(len(server_text), len(doc.text)),
+    )
+    raise AssertionError(
+        f"{doc.uri}: server v{got['version']} != client v{doc.version}, first difference at "
+        f"offset {at}: server {server_text[max(0, at - 20) : at + 20]!r} "
+        f"client {doc.text[max(0, at - 20) : at + 20]!r}"
+    )
+
+
+def broken_model(tmp: Path) -> Path:
+    """A GGUF cut short: valid magic, truncated tensors (llama.cpp must refuse it)."""
+    from engine.models import find_cached
+
+    tiny = find_cached("tiny")
+    assert tiny is not None, "the tiny model is not in the cache (ghostfim models --fetch tiny)"
+    path = tmp / "broken-truncated.gguf"
+    with tiny.open("rb") as src, path.open("wb") as out:
+        out.write(src.read(tiny.stat().st_size // 3))
+    return path
+
+
+class Soak:
+    def __init__(self, client: LspProcess, encoding: str, rng: random.Random) -> None:
+        self.client, self.encoding, self.rng = client, encoding, rng
+        self.docs: dict[str, ClientDoc] = {}
+        self.closed: dict[str, ClientDoc] = {}
+        self.snapshots: dict[str, list[str]] = {}
+        self.cursor: dict[str, int] = {}
+        self.requests: list[Request] = []
+        self.pending: Request | None = None
+        self.stats = SoakStats()
+
+    # --- documents ---------------------------------------------------------------------------
+    async def open(self, uri: str, text: str) -> None:
+        doc = ClientDoc(uri, text, self.encoding)
+        self.docs[uri] = doc
+        self.snapshots.setdefault(uri, [text])
+        self.cursor[uri] = self.rng.randint(0, len(text))
+        await self.client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+        )
+
+    async def change(self, doc: ClientDoc, changes: list[dict[str, Any]]) -> None:
+        doc.version += 1
+        self.stats.changes += len(changes)
+        await self.client.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": doc.uri, "version": doc.version}, "contentChanges": changes},
+        )
+
+    # --- one event ---------------------------------------------------------------------------
+    async def event(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.01 and len(self.docs) > 1:
+            await self._close_or_reopen()
+            return
+        doc = self.docs[rng.choice(sorted(self.docs))]
+        kind = rng.choices(
+            ["type", "word", "backspace", "delete", "paste", "jump", "multi", "move"],
+            weights=[30, 10, 15, 6, 6, 4, 5, 24],
+        )[0]
+        if len(doc.text) > MAX_DOC_CHARS and kind in ("type", "word", "paste"):
+            kind = "delete"
+        self.stats.kinds[kind] = self.stats.kinds.get(kind, 0) + 1
+        at = doc.snap(self.cursor.get(doc.uri, 0))
+        if kind == "move":
+            at = doc.snap(rng.randint(0, len(doc.text)))
+        elif kind in ("type", "word", "paste"):
+            text = {
+                "type": lambda: rng.choice(TRICKY + CODE)[:2],
+                "word": lambda: snippet(rng, rng.randint(1, 4)),
+                "paste": lambda: snippet(rng, rng.randint(20, 300)),
+            }[kind]()
+            await self.change(doc, [doc.replace(at, at, text)])
+            at += len(text)
+        elif kind in ("backspace", "delete"):
+            start = doc.snap(
+                at - (rng.randint(1, 3) if kind == "backspace" else rng.randint(1, 400))
+            )
+            await self.change(doc, [doc.replace(start, at, "")])
+            at = start
+        elif kind == "jump":
+            # Undo-like: back to an earlier state, as a whole-document change or one range.
+            old = rng.choice(self.snapshots[doc.uri])
+            if rng.random() < 0.5:
+                doc.text = old
+                await self.change(doc, [{"text": old}])
+            else:
+                await self.change(doc, [doc.replace(0, len(doc.text), old)])
+            at = doc.snap(rng.randint(0, len(doc.text)))
+        elif kind == "multi":
+            # Several cursors: changes apply in order, each on the result of the previous one.
+            changes = []
+            for _ in range(rng.randint(2, 5)):
+                a = doc.snap(rng.randint(0, len(doc.text)))
+                b = doc.snap(min(len(doc.text), a + rng.randint(0, 5)))
+                changes.append(doc.replace(a, b, snippet(rng, rng.randint(0, 2))))
+                at = doc.snap(a)
+            await self.change(doc, changes)
+        self.cursor[doc.uri] = doc.snap(at)
+        if kind in ("paste", "jump") or rng.random() < 0.02:
+            snaps = self.snapshots[doc.uri]
+            snaps.append(doc.text)
+            del snaps[:-8]
+        if rng.random() < 0.75:
+            await self.request(doc, self.cursor[doc.uri])
+
+    async def _close_or_reopen(self) -> None:
+        rng = self.rng
+        if self.closed and rng.random() < 0.6:
+            uri = rng.choice(sorted(self.closed))
+            old = self.closed.pop(uri)
+            await self.open(uri, old.text)
+        else:
+            uri = rng.choice(sorted(self.docs))
+            self.closed[uri] = self.docs.pop(uri)
+            await self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    # --- completion requests -----------------------------------------------------------------
+    async def request(self, doc: ClientDoc, offset: int, trigger: int | None = None) -> None:
+        rng = self.rng
+        if self.pending is not None and not self.pending.fut.done() and rng.random() < 0.8:
+            await self.client.cancel(self.pending.rid)  # the next keystroke cancels
+            self.stats.cancels_sent += 1
+        position = doc.position(offset)
+        expect_error = None
+        roll = rng.random()
+        if roll < 0.02:
+            position = {"line": doc.line_count() + rng.randint(1, 50), "character": 0}
+            expect_error = -32602
+        elif roll < 0.04:
+            position = {**position, "character": position["character"] + rng.randint(1, 500)}
+        if trigger is None:
+            trigger = 1 if rng.random() < 0.1 else 2
+        else:
+            position, expect_error = doc.position(offset), None
+        rid, fut = await self.client.request(
+            "textDocument/inlineCompletion",
+            {
+                "textDocument": {"uri": doc.uri},
+                "position": position,
+                "context": {"triggerKind": trigger},
+            },
+        )
+        request = Request(
+            rid,
+            fut,
+            time.perf_counter(),
+            position,
+            expect_error,
+            uri=doc.uri,
+            trigger=trigger,
+            event=self.stats.events,
+        )
+        fut.add_done_callback(lambda _f, r=request: setattr(r, "answered", time.perf_counter()))
+        self.requests.append(request)
+        self.pending = request
+        self.stats.requests += 1
+
+    async def pause(self) -> None:
+        """The user stops typing: the last request runs to its answer, then the user asks
+        explicitly (no debounce, full prompt), so the model really runs now and then."""
+        for explicit in (False, True):
+            if explicit and self.docs:
+                doc = self.docs[self.rng.choice(sorted(self.docs))]
+                await self.request(doc, doc.snap(self.cursor.get(doc.uri, 0)), trigger=1)
+            if self.pending is not None:
+                # An error or a late answer is check_answers' to report, with its details.
+                with contextlib.suppress(RpcError, asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self.pending.fut), ANSWER_LIMIT_S)
+
+    # --- checks ------------------------------------------------------------------------------
+    async def check_documents(self) -> None:
+        for doc in list(self.docs.values()):
+            await compare(self.client, doc)
+        self.stats.checks += 1
+
+    def check_answers(self, now: float, final: bool = False) -> None:
+        """Every request answered (within the limit), and answered correctly."""
+        for r in self.requests:
+            if r.answered is None:
+                waited = now - r.sent
+                assert waited < ANSWER_LIMIT_S, f"unanswered after {waited:.1f}s: {r}"
+                assert not final, f"never answered: {r}"
+                continue
+            took = r.answered - r.sent
+            self.stats.max_answer_s = max(self.stats.max_answer_s, took)
+            assert took < ANSWER_LIMIT_S, f"answered after {took:.1f}s: {r}"
+            exc = r.fut.exception()
+            if r.expect_error is not None:
+                assert isinstance(exc, RpcError) and exc.code == r.expect_error, (r, exc)
+                self.stats.invalid_position_errors += 1
+            elif exc is not None:
+                assert isinstance(exc, RpcError) and exc.code == -32800, (r.rid, exc)
+                self.stats.cancelled += 1
+            else:
+                result = r.fut.result()
+                items = result["items"]
+                for item in items:
+                    assert isinstance(item["insertText"], str), item  # text, never a snippet
+                    assert item["range"]["start"] == item["range"]["end"] == r.position, item
+                    assert "command" not in item, item
+                self.stats.answered_items += bool(items)
+                self.stats.answered_empty += not items
+        self.requests = [r for r in self.requests if r.answered is None]
+
+
+def shown_messages(client: LspProcess) -> list[str]:
+    return [n.params["message"] for n in client.notifications if n.method == "window/showMessage"]
+
+
+async def run_soak(encoding: str, events: int, seed: int, tmp: Path) -> SoakStats:
+    rng = random.Random(seed)
+    client = await LspProcess.start(SERVER, env={"GHOSTFIM_DEBUG_PROTOCOL": "1"})
+    started = time.perf_counter()
+    try:
+        offered = ["utf-8", "utf-16"] if encoding == "utf-8" else ["utf-16"]
+        init = await client.initialize(
+            TINY,
+            capabilities={
+                "general": {"positionEncodings": offered},
+                "textDocument": {"inlineCompletion": {}},
+                "window": {"workDoneProgress": True},
+            },
+        )
+        assert init["capabilities"]["positionEncoding"] == encoding
+        status = await client.wait_ready(120)
+        assert status["state"] == "ready", status
+        soak = Soak(client, encoding, rng)
+        for i in range(4):
+            await soak.open(f"file:///soak/doc%20{i}.py", snippet(rng, rng.randint(50, 400)))
+        pid = client.proc.pid
+        warm_at = min(1000, events // 10)
+        switch_at = {int(events * 0.3), int(events * 0.6)}
+        broken = broken_model(tmp)
+        rss_warm = threads_warm = None
+        expected_messages = 0
+        for i in range(events):
+            await soak.event()
+            soak.stats.events += 1
+            if i in switch_at:
+                expected_messages += 1
+                await switch_to_broken_and_back(client, broken)
+            if i % PAUSE_EVERY == PAUSE_EVERY - 1:
+                await soak.pause()
+            if i % CHECK_EVERY == CHECK_EVERY - 1:
+                await soak.check_documents()
+                soak.check_answers(time.perf_counter())
+                soak.stats.rss.append(round(rss_mb(pid)))
+            if i == warm_at:
+                await soak.pause()
+                rss_warm, threads_warm = rss_mb(pid), threads(pid)
+        # The end: let everything finish, then check all of it once more.
+        deadline = time.perf_counter() + ANSWER_LIMIT_S
+        while any(r.answered is None for r in soak.requests) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        soak.check_answers(time.perf_counter(), final=True)
+        for doc in soak.docs.values():
+            await compare(client, doc)
+        status = await client.call("ghostfim/status", None)
+        assert status["state"] == "ready" and status["model"]["preset"] == "tiny", status
+        await asyncio.sleep(1.0)  # background work after the last answer settles
+        rss_end, threads_end = rss_mb(pid), threads(pid)
+        shown = shown_messages(client)
+        unexpected = [m for m in shown if broken.name not in m]
+        assert not unexpected, unexpected[:5]
+        assert sum(broken.name in m for m in shown) >= expected_messages, shown
+        assert rss_warm is not None and threads_warm is not None
+        growth = rss_end - rss_warm
+        print(
+            f"\nsoak[{encoding}] seed={seed} events={soak.stats.events} "
+            f"changes={soak.stats.changes} requests={soak.stats.requests} "
+            f"cancels_sent={soak.stats.cancels_sent} cancelled={soak.stats.cancelled} "
+            f"with_items={soak.stats.answered_items} empty={soak.stats.answered_empty} "
+            f"invalid_position_errors={soak.stats.invalid_position_errors} "
+            f"checks={soak.stats.checks} max_answer={soak.stats.max_answer_s:.2f}s "
+            f"rss warm={rss_warm:.0f}MB end={rss_end:.0f}MB growth={growth:+.1f}MB "
+            f"threads {threads_warm}->{threads_end} "
+            f"duration={time.perf_counter() - started:.0f}s kinds={soak.stats.kinds} "
+            f"rss_samples={soak.stats.rss}"
+        )
+        assert growth < RSS_GROWTH_LIMIT_MB, f"RSS grew {growth:.1f} MB after warm-up"
+        assert threads_end <= threads_warm + 2, (threads_warm, threads_end)
+        assert soak.stats.answered_items > 0, "the model never suggested anything"
+        return soak.stats
+    finally:
+        code = await client.stop()
+        assert code == 0, "".join(client.stderr_tail[-20:])
+
+
+async def switch_to_broken_and_back(client: LspProcess, broken: Path) -> None:
+    """A model switch that cannot load: reported, and the tiny model keeps serving."""
+    await client.notify(
+        "workspace/didChangeConfiguration",
+        {"settings": {"ghostfim": {**TINY, "model": {"path": str(broken)}}}},
+    )
+    await wait_for(client, lambda s: bool(s.get("error")) and broken.name in s["error"])
+    await client.notify("workspace/didChangeConfiguration", {"settings": {"ghostfim": TINY}})
+    await wait_for(client, lambda s: not s.get("error") and s["state"] == "ready")
+
+
+async def wait_for(
+    client: LspProcess, ok: Callable[[dict[str, Any]], bool], timeout: float = 60
+) -> dict[str, Any]:
+    deadline = time.perf_counter() + timeout
+    while True:
+        status = await client.call("ghostfim/status", None, timeout=ANSWER_LIMIT_S)
+        if ok(status):
+            return status
+        assert time.perf_counter() < deadline, status
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+async def test_soak_utf16(tmp_path: Path) -> None:
+    await run_soak("utf-16", EVENTS, SEED, tmp_path)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+async def test_soak_utf8(tmp_path: Path) -> None:
+    await run_soak("utf-8", max(500, EVENTS // 5), SEED + 1, tmp_path)
+
+
+def test_client_model_positions() -> None:
+    """The soak's own position arithmetic (so a mismatch means the server)."""
+    doc = ClientDoc("u", "a😀b\r\nx\ry\u2028z", "utf-16")
+    assert doc.position(3) == {"line": 0, "character": 4}
+    assert doc.position(6) == {"line": 1, "character": 0}
+    assert doc.snap(5) == 4  # between \r and \n
+    assert doc.position(len(doc.text)) == {"line": 2, "character": 3}
+    assert ClientDoc("u", "a😀b", "utf-8").position(2) == {"line": 0, "character": 5}
+
+
+if __name__ == "__main__":  # a quick manual run: python tests/test_soak.py [events]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else EVENTS
+    tmpdir = Path("/tmp/ghostfim-soak")
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    tmpdir.mkdir()
+    asyncio.run(run_soak("utf-16", n, SEED, tmpdir))
