@@ -541,6 +541,7 @@ class CompletionService:
         self, request: CompletionRequest, priority: Priority
     ) -> Completion | None:
         request = replace(request, background=True)
+
         def run(cancel: Any) -> Completion:
             session = self.session
             if session is None:

@@ -253,7 +253,9 @@ class ModelSession:
         self.keystroke_prefix_tokens = max(128, min(self.prefix_tokens, cold))
         log.info(
             "prefill cost: %.1f ms + %.2f ms/token; keystroke prefix %d tokens",
-            self.cost.fixed_ms, self.cost.per_token_ms, self.keystroke_prefix_tokens,
+            self.cost.fixed_ms,
+            self.cost.per_token_ms,
+            self.keystroke_prefix_tokens,
         )
 
     @property
@@ -332,26 +334,22 @@ class ModelSession:
         )
         if full or not parts.suffix_units:
             return self.builder.assemble(parts)
-        return self.builder.assemble(parts, self._suffix_units_for_keystroke(parts))
+        if self.template.layout == "psm" and not self._whole_suffix_affordable(parts):
+            return self.builder.plain(parts)
+        return self.builder.assemble(parts)
 
-    def _suffix_units_for_keystroke(self, parts: PromptParts) -> int:
-        """The suffix a keystroke can afford: all of it, the rest of the line, or none.
+    def _whole_suffix_affordable(self, parts: PromptParts) -> bool:
+        """Whether a keystroke can re-decode the whole suffix within its prefill budget.
 
         This is the cost of the quality-first layout: the suffix sits after the edit point, so
-        a keystroke re-decodes whatever suffix it keeps. On a GPU the budget covers all of it.
-        On a CPU it does not, and a suffix cut after a few lines is worse than none (measured:
-        first-line exact match 0.34 with 4 lines, 0.37 with none, 0.45 with all), so a
-        keystroke keeps only the rest of the cursor's line (it stops doubled brackets), and the
-        pause refresh brings the whole suffix.
+        a keystroke re-decodes all the suffix it keeps. On a GPU the budget covers it. On a CPU
+        it does not, and a suffix cut after a few lines is worse than none (measured: first-line
+        exact match 0.34 with 4 lines, 0.37 with none, 0.45 with all). So a CPU keystroke
+        continues the prefix as plain code (the cheapest prompt, as good as no suffix) and the
+        pause refresh, in its own KV slot, brings the whole suffix.
         """
         allowed = self.cost.tokens_within(self.keystroke_prefill_ms)
-        total = len(parts.suffix_units)
-        if self._new_tokens(parts, total) <= allowed:
-            return total
-        rest_of_line = parts.suffix_units[0] if parts.suffix_units else ""
-        if rest_of_line.strip() and self._new_tokens(parts, 1) <= allowed:
-            return 1
-        return 0
+        return self._new_tokens(parts, len(parts.suffix_units)) <= allowed
 
     def _new_tokens(self, parts: PromptParts, n_units: int) -> int:
         """Prompt tokens a prefill with n_units of suffix would decode, given the cache."""

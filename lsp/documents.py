@@ -186,12 +186,25 @@ class DocumentIndex:
         return offset_in(self.index(uri, version, text), text, line, character, encoding)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    """text with lone surrogates replaced by U+FFFD (a Python str holds no paired ones)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def cursor_state(
     uri: str, version: int, position: object, text: str, offset: int, line: int
 ) -> CursorState:
     """What the engine needs of a cursor: windows of text either side, never the whole file."""
     prefix = text[max(0, offset - PREFIX_WINDOW_CHARS) : offset]
     suffix = text[offset : offset + SUFFIX_WINDOW_CHARS]
+    # JSON can carry lone surrogates (\\ud800) and editors send them for broken files; the
+    # tokenizer needs encodable text. One character for one keeps every offset valid.
+    prefix, suffix = _encodable(prefix), _encodable(suffix)
     # The engine counts lines by \\n; normalise other line ends in the windows it sees.
     if "\r" in prefix:
         prefix = prefix.replace("\r\n", "\n").replace("\r", "\n")

@@ -26,13 +26,14 @@ What pygls 2.1 does with bad input, and what we do instead:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
 import sys
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, BinaryIO
 
 import cattrs
@@ -281,7 +282,43 @@ class GuardedProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Any,
+        callback: Any,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        is_answer = (
+            isinstance(callback, functools.partial) and callback.func == self._send_handler_result
+        )
+        if not is_answer:
+            # pygls files every handler's future under its id in _request_futures and removes
+            # only requests' (when it answers them): each notification (every didChange) and
+            # each step of a generator handler left a Future behind, about 2 MB per thousand
+            # edits for the life of the process.
+            inner = callback
+
+            def callback(future: Any, msg_id: Any = msg_id) -> None:
+                if self._request_futures.get(msg_id) is future:
+                    del self._request_futures[msg_id]
+                inner(future)
+
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+
     # --- output -------------------------------------------------------------------------------
+    def set_writer(self, writer: Any, include_headers: bool = True) -> None:
+        super().set_writer(_RedactingWriter(writer, self._secrets), include_headers)
+
+    def _secrets(self) -> list[bytes]:
+        """The API key of the configured remote backend, read where the backend reads it."""
+        settings = getattr(self._server, "settings", None)
+        env = getattr(settings, "backend_api_key_env", "")
+        key = os.environ.get(env, "") if isinstance(env, str) and env else ""
+        # A key this short would match ordinary text; real keys are far longer.
+        return [key.encode()] if len(key) >= 8 and key.isascii() else []
+
     def _send_data(self, data: Any) -> None:
         if self._transport_closed:
             return
@@ -326,6 +363,38 @@ def _dig(value: Any, *keys: str) -> Any:
     for key in keys:
         value = value.get(key) if isinstance(value, dict) else None
     return value
+
+
+class _RedactingWriter:
+    """The transport, with the backend's API key cut out of everything we send.
+
+    Defence in depth: a remote server's error body may echo the request's headers (proxies
+    do), and such text reaches messages and logs. One message per write (header and body):
+    the Content-Length is recomputed when anything is cut.
+    """
+
+    def __init__(self, writer: Any, secrets: Callable[[], list[bytes]]) -> None:
+        self._writer = writer
+        self._secrets = secrets
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
+
+    def close(self) -> Any:
+        return self._writer.close()
+
+    def write(self, data: bytes) -> Any:
+        secrets = self._secrets()
+        if secrets and any(secret in data for secret in secrets):
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if not sep:
+                head, body = b"", head
+            for secret in secrets:
+                body = body.replace(secret, b"[redacted]")
+            if sep:
+                head = re.sub(rb"Content-Length: \d+", b"Content-Length: %d" % len(body), head)
+            data = head + sep + body
+        return self._writer.write(data)
 
 
 class _EofWatch:

@@ -522,7 +522,7 @@ async def test_long_lines_binary_text_and_more_than_the_context(server: LspProce
         "file:///one-line.min.js": "var a=1;" * 250_000,  # 2 MB on one line
         "file:///repeat.txt": "x" * 300_000,  # one token repeated far past the context
         "file:///controls.py": "".join(chr(c) for c in range(32)) * 200 + "\ndef f(",
-        "file:///surrogates.py": "s = '\ud800\udfff\udc00'\nt = ",  # lone surrogates
+        "file:///surrogates.py": "s = '\udfff\ud800'\nt = ",  # lone surrogates
         "file:///tricky.py": "".join(TRICKY) * 50 + "\nreturn ",
         "file:///snippets.py": "x = '${1:foo} $0 $(rm -rf ~)'\ncmd = ",
     }
@@ -571,15 +571,19 @@ def _http_server(respond: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[
         httpd.shutdown()
 
 
-def _garbage(handler: BaseHTTPRequestHandler) -> None:
+def _answer(status: int) -> Callable[[BaseHTTPRequestHandler], None]:
     """A server that answers with nonsense, and echoes the request's headers (an API key
-    among them) in an error body, as some proxies do."""
-    body = b"\x00\xffnot json{{" + str(dict(handler.headers)).encode()
-    handler.send_response(200 if handler.command == "POST" else 500)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
+    among them) in the body, as some proxies do in their error pages."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        body = b"\x00\xffnot json{{" + str(dict(handler.headers)).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return respond
 
 
 def _closed_port() -> int:
@@ -592,9 +596,23 @@ SECRET = "sk-ghostfim-test-0123456789abcdef"
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("kind", ["down", "garbage"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "down",
+        "error",
+        pytest.param(
+            "garbage",
+            marks=pytest.mark.xfail(
+                strict=False,
+                reason="engine/remote.py takes a 200 answer that is not JSON for an empty "
+                "suggestion, silently (reported)",
+            ),
+        ),
+    ],
+)
 async def test_remote_backend_down_or_garbage(kind: str) -> None:
-    servers = _http_server(_garbage)
+    servers = _http_server(_answer(500 if kind == "error" else 200))
     url = f"http://127.0.0.1:{_closed_port()}" if kind == "down" else next(servers)
     client = await start(env={"GHOSTFIM_TEST_KEY": SECRET})
     try:
@@ -603,7 +621,7 @@ async def test_remote_backend_down_or_garbage(kind: str) -> None:
             **TINY,
             "backend": "openai",
             "backendUrl": url,
-            "backendModel": "m",
+            "backendModel": "" if kind == "error" else "m",  # "": the server is asked
             "backendApiKeyEnv": "GHOSTFIM_TEST_KEY",
             "backendTimeoutMs": 1000,
         }
@@ -771,3 +789,34 @@ async def test_model_paths_from_settings_write_nothing(server: LspProcess, tmp_p
     assert {p.name for p in models_dir().iterdir()} == cache_before
     everything = json.dumps([(n.method, n.params) for n in server.notifications])
     assert "GHOSTFIM_NET_LOG" not in everything and "PATH=" not in everything  # environ
+
+
+def _rss_anon_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    raise KeyError("RssAnon")
+
+
+@pytest.mark.model
+@pytest.mark.xfail(
+    strict=False,
+    reason="engine: each model load leaves ~8 MB behind, a load superseded by another switch "
+    "~130 MB (reported; switching models must not grow the process)",
+)
+async def test_model_switches_do_not_grow_memory(server: LspProcess) -> None:
+    from engine.models import find_cached
+
+    by_path = {**TINY, "model": {"path": str(find_cached("tiny"))}}
+    pid = server.proc.pid
+    before = _rss_anon_mb(pid)
+    for overlap in (False, False, False, True, True):
+        await server.notify("workspace/didChangeConfiguration", {"settings": {"ghostfim": by_path}})
+        if not overlap:  # else: the next switch arrives while this one loads
+            await wait_for(server, lambda s: (s.get("model") or {}).get("preset", 1) is None)
+        await server.notify("workspace/didChangeConfiguration", {"settings": {"ghostfim": TINY}})
+        await wait_for(server, lambda s: (s.get("model") or {}).get("preset") == "tiny")
+        await asyncio.sleep(0.5)
+    growth = _rss_anon_mb(pid) - before
+    assert growth < 40, f"10 model loads grew anonymous memory by {growth:.0f} MB"
+    await alive_and_serving(server)
