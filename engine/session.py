@@ -170,6 +170,7 @@ class ModelSession:
         self.prefill_chunks = 0
         self._active: CancelToken = NEVER_CANCELLED
         self._abortable = False  # whether a cancel may interrupt the decode in progress
+        self._prefill_progress = (0, 0)  # (reused, decoded so far) of the prefill in progress
         self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
         self._lock = threading.Lock()
 
@@ -297,6 +298,8 @@ class ModelSession:
                 prompt.tokens, cancel, stable=stable, heal=prompt.heal
             )
         except Cancelled:
+            # What was decoded before the cancel stays in the cache: count it.
+            timings.prefill_reused_tokens, timings.prefill_new_tokens = self._prefill_progress
             timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
             timings.total_ms = (time.perf_counter() - start) * 1000
             return Completion("", "", timings, "cancelled", cancelled=True, mode=request.mode)
@@ -383,6 +386,7 @@ class ModelSession:
         keep = common_prefix_len(self.cached, tokens)
         if keep >= len(tokens):
             keep = len(tokens) - 1  # the last prompt token must be decoded for its logits
+        self._prefill_progress = (keep, 0)
         if keep < len(self.cached):
             self.model.kv_remove_from(keep, self._slot)
             del self.cached[keep:]
@@ -415,6 +419,7 @@ class ModelSession:
             self.cost.observe(len(chunk), (time.perf_counter() - t) * 1000)
             self.cached.extend(chunk)
             self.prefill_chunks += 1
+            self._prefill_progress = (keep, offset)
         first = self.model.argmax_last(self._healing_candidates(heal))
         return first, keep, len(todo), (time.perf_counter() - start) * 1000
 
