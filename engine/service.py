@@ -224,6 +224,10 @@ class CompletionService:
         self.worker.cancel_all()
         await self.worker.run_exclusive(lambda: self._swap_session(new))
         self.cache.clear()
+        if generation != self._load_generation:
+            # A newer switch started (and may have failed) while this one was swapping in:
+            # its state and message stand.
+            return True
         self.events.progress(f"{new.info.name} ready on {new.info.device}", 100, True)
         self._set_state("ready")
         if self._last_state is not None:

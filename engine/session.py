@@ -291,6 +291,9 @@ class ModelSession:
         prompt = self.build_prompt(request)
         timings.prompt_ms = (time.perf_counter() - start) * 1000
         timings.suffix_tokens = prompt.suffix_tokens
+        if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
+            timings.total_ms = timings.prompt_ms
+            return Completion("", "", timings, "empty_prompt", mode=request.mode)
         try:
             # Background work (refresh, prefetch, warm-up) may be aborted anywhere.
             stable = 0 if request.background else prompt.stable_tokens

@@ -820,3 +820,121 @@ async def test_model_switches_do_not_grow_memory(server: LspProcess) -> None:
     growth = _rss_anon_mb(pid) - before
     assert growth < 40, f"10 model loads grew anonymous memory by {growth:.0f} MB"
     await alive_and_serving(server)
+
+
+# --- everything at once, as a fuzzing client sends it ---------------------------------------------
+def _clamped_offset(doc: ClientDoc, line: int, character: int) -> int:
+    """vscode-languageserver-textdocument's offsetAt, on the client's copy."""
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", doc.text)]
+    if line >= len(starts):
+        return len(doc.text)
+    if line < 0:
+        return 0
+    end = starts[line + 1] if line + 1 < len(starts) else len(doc.text)
+    while end > starts[line] and doc.text[end - 1] in "\r\n":
+        end -= 1
+    k = starts[line]
+    while k < end and chars_to_units(doc.text[starts[line] : k + 1], doc.encoding) <= character:
+        k += 1
+    return k
+
+
+@pytest.mark.model
+async def test_mixed_fuzz_of_edits_requests_and_garbage(tmp_path: Path) -> None:
+    """Random edits (some with out-of-range positions), requests at random positions (many not
+    in the document), malformed messages, bad settings and switches to broken models, mixed:
+    every request with an id is answered within 10 s and the documents stay equal."""
+    rng = random.Random(int(os.environ.get("GHOSTFIM_FUZZ_SEED", "5")))
+    broken = broken_model(tmp_path)
+    client = await start()
+    pending: list[tuple[asyncio.Future[Any], float, str]] = []
+    docs = {f"file:///fuzz/{i}.py": ClientDoc(f"file:///fuzz/{i}.py", snippet(rng, 60), "utf-16")
+            for i in range(3)}  # fmt: skip
+    try:
+        for doc in docs.values():
+            await open_doc(client, doc.uri, doc.text)
+        next_raw_id = 50_000
+        for _ in range(int(os.environ.get("GHOSTFIM_FUZZ_EVENTS", "1500"))):
+            doc = docs[rng.choice(sorted(docs))]
+            roll = rng.random()
+            if roll < 0.4:  # an edit; one in five with positions outside the document
+                lines = doc.line_count()
+                sl, el = rng.randint(0, lines + 2), rng.randint(0, lines + 2)
+                sc, ec = rng.randint(0, 30), rng.randint(0, 30)
+                if rng.random() < 0.8:
+                    a = doc.snap(rng.randint(0, len(doc.text)))
+                    b = doc.snap(min(len(doc.text), a + rng.randint(0, 10)))
+                    s, e = doc.position(a), doc.position(b)
+                    sl, sc, el, ec = s["line"], s["character"], e["line"], e["character"]
+                a, b = _clamped_offset(doc, sl, sc), _clamped_offset(doc, el, ec)
+                a, b = min(a, b), max(a, b)
+                new = snippet(rng, rng.randint(0, 3))
+                doc.text = doc.text[:a] + new + doc.text[b:]
+                doc.version += 1
+                await client.notify(
+                    "textDocument/didChange",
+                    {
+                        "textDocument": {"uri": doc.uri, "version": doc.version},
+                        "contentChanges": [
+                            {
+                                "range": {
+                                    "start": {"line": sl, "character": sc},
+                                    "end": {"line": el, "character": ec},
+                                },
+                                "text": new,
+                            }
+                        ],
+                    },
+                )
+            elif roll < 0.75:  # a completion anywhere, valid or not
+                line = rng.choice([rng.randint(0, doc.line_count()), rng.randint(-3, 10**6)])
+                character = rng.choice([rng.randint(0, 40), rng.randint(-3, 10**6)])
+                rid, fut = await client.request(
+                    "textDocument/inlineCompletion",
+                    {
+                        "textDocument": {"uri": rng.choice([doc.uri, "file:///nope.py"])},
+                        "position": {"line": line, "character": character},
+                        "context": {"triggerKind": rng.choice([1, 2])},
+                    },
+                )
+                pending.append((fut, time.perf_counter(), f"complete {line}:{character}"))
+                if rng.random() < 0.5:
+                    await client.cancel(rid)
+            elif roll < 0.9:  # a malformed message with an id
+                next_raw_id += 1
+                body, _, _ = rng.choice(MALFORMED_REQUESTS)
+                body = re.sub(rb'"id":("?)[^,}]*', b'"id":%d' % next_raw_id, body, count=1)
+                fut = asyncio.get_running_loop().create_future()
+                client.pending[next_raw_id] = fut
+                await raw(client, body)
+                pending.append((fut, time.perf_counter(), body.decode(errors="replace")[:60]))
+            elif roll < 0.98:  # garbage without an id
+                await raw(client, rng.choice(MALFORMED_NOTIFICATIONS)[0][:2000])
+            elif roll < 0.995:  # bad settings
+                await client.notify(
+                    "workspace/didChangeConfiguration",
+                    {"settings": {"ghostfim": {**TINY, "maxTokens": rng.choice(["x", -1, None])}}},
+                )
+            else:  # a switch to a model that cannot load
+                await client.notify(
+                    "workspace/didChangeConfiguration",
+                    {"settings": {"ghostfim": {**TINY, "model": {"path": str(broken)}}}},
+                )
+        for fut, sent, what in pending:
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(fut), max(0.1, sent + ANSWER_S - time.perf_counter())
+                )
+            except RpcError:
+                pass
+            except asyncio.TimeoutError:
+                raise AssertionError(f"no answer within {ANSWER_S} s: {what}") from None
+        for doc in docs.values():
+            got = await client.call(
+                "ghostfim/documentText", {"uri": doc.uri, "digestOnly": True}, timeout=ANSWER_S
+            )
+            assert got["sha256"] == digest(doc.text), doc.uri
+        status = await client.call("ghostfim/status", None, timeout=ANSWER_S)
+        assert status["model"]["preset"] == "tiny", status
+    finally:
+        assert await client.stop() == 0, "".join(client.stderr_tail[-30:])
