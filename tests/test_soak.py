@@ -14,7 +14,7 @@ Checked: every request is answered (a result or a cancellation; an invalid posit
 -32602) within 10 s; the server's text of every document equals the client's
 (`ghostfim/documentText`, GHOSTFIM_DEBUG_PROTOCOL=1) at every check and at the end; the server
 never shows a message except for the broken models; RSS after warm-up grows by less than 50 MB
-and the thread count does not grow; the server exits with 0.
+and the thread count by at most 4 (lazily started pool workers); the server exits with 0.
 
 GHOSTFIM_SOAK_EVENTS (default 10000) and GHOSTFIM_SOAK_SEED set a longer or different run, e.g.
 `GHOSTFIM_SOAK_EVENTS=100000 pytest tests/test_soak.py -s`; the summary line goes to stdout.
@@ -473,7 +473,9 @@ async def run_soak(encoding: str, events: int, seed: int, tmp: Path) -> SoakStat
         assert not unexpected, unexpected[:5]
         assert sum(broken.name in m for m in shown) >= expected_messages, shown
         assert growth < RSS_GROWTH_LIMIT_MB, f"RSS grew {growth:.1f} MB after warm-up"
-        assert threads_end <= threads_warm + 2, (threads_warm, threads_end)
+        # Thread pools start workers lazily up to a fixed size: a few more is fine, a thread per
+        # request (or per cancellation) is not.
+        assert threads_end <= threads_warm + 4, (threads_warm, threads_end)
         assert soak.stats.answered_items > 0, "the model never suggested anything"
         return soak.stats
     finally:
