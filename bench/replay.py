@@ -106,6 +106,29 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def new_record(trace: Trace, index: int, k: Keystroke, carried: str, **private: Any) -> Record:
+    """A keystroke state before anything is known of its answer (keys starting with _ are
+    the client's own bookkeeping, dropped from the report)."""
+    return {
+        "trace": trace.name,
+        "index": index,
+        "at_ms": k.at_ms,
+        "gap_ms": k.gap_ms,
+        "is_pause": k.is_pause,
+        "rest_of_line": k.rest_of_line,
+        "shown_at_ms": 0.0 if carried else None,
+        "shown_text": carried,
+        "requested": True,
+        "source": "none",
+        "ttft_ms": None,
+        "prompt_tokens": None,
+        "generated_tokens": None,
+        "cancelled": False,
+        "_closed": False,
+        **private,
+    }
+
+
 class Screen:
     """What the editor shows for the current state, with typed-through carry-over."""
 
@@ -196,24 +219,7 @@ async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Re
         )
         previous = (rid, fut)
         sent_at[version] = now
-        rec: Record = {
-            "trace": trace.name,
-            "index": i,
-            "at_ms": k.at_ms,
-            "gap_ms": k.gap_ms,
-            "is_pause": k.is_pause,
-            "rest_of_line": k.rest_of_line,
-            "shown_at_ms": 0.0 if carried else None,
-            "shown_text": carried,
-            "requested": True,
-            "source": "none",
-            "ttft_ms": None,
-            "prompt_tokens": None,
-            "generated_tokens": None,
-            "cancelled": False,
-            "_version": version,
-            "_closed": False,
-        }
+        rec = new_record(trace, i, k, carried, _version=version)
         by_version[version] = rec
         fut.add_done_callback(lambda f, r=rec: _on_answer(f, r, show))
         previous_rec = rec
@@ -349,24 +355,7 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
             previous_rec["_closed"] = True
         current["i"] = i
         carried = screen.after_keystroke(k)
-        rec: Record = {
-            "trace": trace.name,
-            "index": i,
-            "at_ms": k.at_ms,
-            "gap_ms": k.gap_ms,
-            "is_pause": k.is_pause,
-            "rest_of_line": k.rest_of_line,
-            "shown_at_ms": 0.0 if carried else None,
-            "shown_text": carried,
-            "requested": True,
-            "source": "none",
-            "ttft_ms": None,
-            "prompt_tokens": None,
-            "generated_tokens": None,
-            "cancelled": False,
-            "_closed": False,
-            "_t": loop.time(),
-        }
+        rec = new_record(trace, i, k, carried, _t=loop.time())
         latest["job"] = (k, rec, lambda i=i: current["i"] == i)
         wake.set()
         previous_rec = rec
