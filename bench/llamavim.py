@@ -346,6 +346,7 @@ class Answer:
     predicted_n: int | None
     predicted_per_token_ms: float | None
     http_ms: float
+    cached_n: int | None = None  # prompt tokens served from the slot's KV cache
 
     @property
     def ttft_ms(self) -> float | None:
@@ -374,6 +375,10 @@ def parse_answer(data: dict[str, Any], http_ms: float) -> Answer:
         return float(value) if isinstance(value, int | float) else None
 
     prompt_n, predicted_n = num("timings/prompt_n"), num("timings/predicted_n")
+    in_cache = num("tokens_cached")  # the slot's tokens after the answer: prompt + generated
+    cached_n = None
+    if in_cache is not None and prompt_n is not None:
+        cached_n = max(0, int(in_cache - (predicted_n or 0) - prompt_n))
     content = data.get("content")
     return Answer(
         content=content if isinstance(content, str) else None,
@@ -382,6 +387,7 @@ def parse_answer(data: dict[str, Any], http_ms: float) -> Answer:
         predicted_n=int(predicted_n) if predicted_n is not None else None,
         predicted_per_token_ms=num("timings/predicted_per_token_ms"),
         http_ms=http_ms,
+        cached_n=cached_n,
     )
 
 
@@ -569,6 +575,7 @@ class _StateLog(Observer):
             "source": "none",
             "ttft_ms": None,
             "prompt_tokens": None,
+            "reused_tokens": None,
             "generated_tokens": None,
             "cancelled": False,
             # Not in the shared format, kept because they explain llama.vim's numbers:
@@ -606,8 +613,11 @@ class _StateLog(Observer):
         if request.speculative:
             record["speculative_prompt_tokens"] += answer.prompt_n or 0
             return
+        if record["source"] == "none":
+            record["source"] = "model"  # answered by the model, shown or not (late)
         record["ttft_ms"] = answer.ttft_ms
         record["prompt_tokens"] = answer.prompt_n
+        record["reused_tokens"] = answer.cached_n
         record["generated_tokens"] = answer.predicted_n
         record["http_ms"] = answer.http_ms
         record["late"] = record is not self.current

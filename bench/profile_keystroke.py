@@ -23,24 +23,9 @@ import time
 from typing import Any
 
 from bench.lspclient import LspProcess
+from bench.sample import stats_before_cursor
 
-TEXT = '''import math
-
-
-def mean(values):
-    """Arithmetic mean of a non-empty list."""
-    return sum(values) / len(values)
-
-
-def variance(values):
-    """Population variance."""
-    m = mean(values)
-    return sum((v - m) ** 2 for v in values) / len(values)
-
-
-def stddev(values):
-    """Population standard deviation."""
-    '''
+TEXT = stats_before_cursor()
 TYPED = "return math.sqrt(variance(values)) if values else 0.0  # sample"
 
 

@@ -27,7 +27,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,15 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
     answered = [r for r in model if not r["cancelled"] and r["ttft_ms"] is not None]
     cancelled = [r for r in model if r["cancelled"] and r["generated_tokens"] is not None]
     decoded = [r["prompt_tokens"] for r in model if r["prompt_tokens"] is not None]
+    # Share of each model request's prompt served from the KV cache (requests that got as far
+    # as a prompt: a request dropped before it ran has none).
+    kv_share = [
+        r["reused_tokens"] / (r["reused_tokens"] + r["prompt_tokens"])
+        for r in model
+        if r.get("reused_tokens") is not None
+        and r["prompt_tokens"] is not None
+        and r["reused_tokens"] + r["prompt_tokens"] > 0
+    ]
 
     def pct(values: Sequence[float], q: float) -> float | None:
         v = percentile(list(values), q) if values else None
@@ -85,6 +94,7 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
         "ttft_p99": pct([r["ttft_ms"] for r in answered], 99),
         "prompt_tokens_mean": round(statistics.mean(decoded), 1) if decoded else None,
         "prompt_tokens_median": statistics.median(decoded) if decoded else None,
+        "kv_cache_share_median": round(statistics.median(kv_share), 3) if kv_share else None,
         "cancelled_requests": len(cancelled),
         "wasted_tokens_median": statistics.median([r["generated_tokens"] for r in cancelled])
         if cancelled
@@ -122,11 +132,22 @@ def new_record(trace: Trace, index: int, k: Keystroke, carried: str, **private: 
         "source": "none",
         "ttft_ms": None,
         "prompt_tokens": None,
+        "reused_tokens": None,
         "generated_tokens": None,
         "cancelled": False,
         "_closed": False,
         **private,
     }
+
+
+async def typed_in_real_time(trace: Trace) -> AsyncIterator[tuple[int, Keystroke]]:
+    """Each keystroke of the trace when it is due, on the trace's own clock."""
+    start = time.perf_counter()
+    for i, k in enumerate(trace.keystrokes):
+        delay = start + k.at_ms / 1000 - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield i, k
 
 
 class Screen:
@@ -178,6 +199,7 @@ async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Re
             rec["cancelled"] = bool(p["cancelled"])
             rec["ttft_ms"] = p["ttftMs"] if p["source"] == "model" else None
             rec["prompt_tokens"] = p["newTokens"] if p["source"] == "model" else None
+            rec["reused_tokens"] = p["reusedTokens"] if p["source"] == "model" else None
             rec["generated_tokens"] = p["generatedTokens"]
 
     def show(rec: Record, text: str, at: float) -> None:
@@ -190,14 +212,10 @@ async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Re
             screen.text = text
 
     client.listeners.append(on_note)
-    start = time.perf_counter()
     version = 1
     previous: tuple[int, asyncio.Future[Any]] | None = None
     previous_rec: Record | None = None
-    for i, k in enumerate(trace.keystrokes):
-        delay = start + k.at_ms / 1000 - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    async for i, k in typed_in_real_time(trace):
         if previous_rec is not None:
             previous_rec["_closed"] = True  # what is on screen now is its final state
         version += 1
@@ -330,6 +348,7 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
                 source="model",
                 ttft_ms=ttft,
                 prompt_tokens=prompt_tokens,
+                reused_tokens=0,  # a fresh prompt per request: nothing reused
                 generated_tokens=n,
                 cancelled=not is_current(),
             )
@@ -344,13 +363,9 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
                     screen.text = text
 
     task = asyncio.ensure_future(worker())
-    start = time.perf_counter()
     current = {"i": -1}
     previous_rec: Record | None = None
-    for i, k in enumerate(trace.keystrokes):
-        delay = start + k.at_ms / 1000 - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    async for i, k in typed_in_real_time(trace):
         if previous_rec is not None:
             previous_rec["_closed"] = True
         current["i"] = i
@@ -404,6 +419,7 @@ COLUMNS = [
     ("model_requests", "model requests"),
     ("prompt_tokens_mean", "prompt tokens decoded per request (mean)"),
     ("prompt_tokens_median", "… median"),
+    ("kv_cache_share_median", "share of each prompt served from the KV cache (median)"),
     ("wasted_tokens_median", "tokens generated per cancelled request (median)"),
     ("wasted_tokens_mean", "… mean"),
     ("peak_rss_mb", "peak RSS (MB)"),
@@ -417,7 +433,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         cells = []
         for name in names:
             v = results[name].get(key)
-            cells.append("—" if v is None else (f"{v:.1%}" if key.endswith("share") else f"{v:g}"))
+            cells.append("—" if v is None else (f"{v:.1%}" if "share" in key else f"{v:g}"))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

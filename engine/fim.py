@@ -33,6 +33,8 @@ class FimTemplate:
     stop_tokens: frozenset[int] = field(default_factory=frozenset)
     # Separator for repository-level context (other files before the prompt), -1 if none.
     file_sep: int = -1
+    # Repository-name token that opens repository-level context (Qwen's <|repo_name|>), -1 if none.
+    repo: int = -1
 
     @property
     def uses_suffix(self) -> bool:
@@ -126,4 +128,5 @@ def detect_template(
         bos=bos,
         stop_tokens=frozenset(stops),
         file_sep=sep,
+        repo=ids.get("fim_rep", -1) if sep >= 0 else -1,
     )

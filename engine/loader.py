@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from engine.device import cuda_gpu_name
-from engine.models import resolve_model
-from engine.session import ModelSession
+from engine.models import PRESETS, models_dir, resolve_model
+from engine.session import N_SLOTS, ModelSession
 
 log = logging.getLogger("ghostfim.loader")
 
@@ -15,7 +16,7 @@ def load_session(
     spec: str | None,
     *,
     n_gpu_layers: int = -1,
-    n_ctx: int = 4096,
+    n_ctx: int = 4096 * N_SLOTS,  # 4096 per KV slot (engine/session.py)
     download: bool = True,
     progress: bool = True,
     **session_options: float,
@@ -36,3 +37,32 @@ def load_session(
         n_ctx=n_ctx,
         **session_options,
     )
+
+
+def check_model(spec: str | None) -> None:
+    """Raise what loading `spec` would raise for a file that is missing or broken, without
+    loading it (see engine.native.check_model_file). Presets are not checked: resolving one
+    may download it."""
+    from engine import native
+
+    name = (spec or "").strip()
+    if not name or name.lower() in PRESETS:
+        return
+    resolved = resolve_model(name, download=False, progress=False)
+    native.check_model_file(resolved.path)
+
+
+def model_identity(spec: str | None) -> str | None:
+    """The file a model setting names, when it can be told without work (no hashing, no
+    network): a preset's file in the cache or a path, resolved. Two settings naming one file
+    (`{"size": "tiny"}` and the cached file's path) are one model: switching between them
+    loads nothing. None for the default model; the spec itself when the file is not there."""
+    name = (spec or "").strip()
+    if not name:
+        return None
+    preset = PRESETS.get(name.lower())
+    path = models_dir() / preset.filename if preset is not None else Path(name).expanduser()
+    try:
+        return str(path.resolve()) if path.is_file() else name
+    except OSError:  # an unreadable path: the load reports it
+        return name

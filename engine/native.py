@@ -13,6 +13,7 @@ module. We use the low-level API instead of `llama_cpp.Llama` on purpose:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -40,6 +41,10 @@ class ModelLoadError(RuntimeError):
 
 class DecodeError(RuntimeError):
     """llama_decode failed for a reason other than an abort we asked for."""
+
+
+class ModelClosed(RuntimeError):
+    """The model was closed (freed); nothing may use it any more."""
 
 
 class DecodeAborted(Exception):
@@ -97,6 +102,23 @@ def check_gguf_header(path: Path) -> None:
         raise ModelLoadError(f"not a GGUF file (bad magic {magic!r}): {path}")
 
 
+def check_model_file(path: Path) -> None:
+    """Raise ModelLoadError for what loading would find wrong with the file's structure (not
+    a GGUF, truncated, an unknown architecture) without loading its weights: llama.cpp reads
+    the metadata, checks every tensor's bounds and builds the vocabulary only (0.2 s for a
+    135M model). For a switch that is skipped, so that a broken file is still reported."""
+    init_backend()
+    check_gguf_header(path)
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        raise ModelLoadError(
+            f"llama.cpp could not load {path} (corrupt, truncated or unsupported GGUF)"
+        )
+    llama_cpp.llama_model_free(model)
+
+
 @dataclass
 class NativeModel:
     """A loaded model with one context. Freed explicitly with `close()`."""
@@ -115,62 +137,65 @@ class NativeModel:
 
     # --- metadata -------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
+        model = self._live(self.model)
         buf = ctypes.create_string_buffer(256)
-        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
         if n < 0:
             return None
         if n >= len(buf):
             buf = ctypes.create_string_buffer(n + 1)
-            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+            llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
         return buf.value.decode("utf-8", errors="replace")
 
     def size_bytes(self) -> int:
-        return int(llama_cpp.llama_model_size(self.model))
+        return int(llama_cpp.llama_model_size(self._live(self.model)))
 
     # --- vocabulary -----------------------------------------------------------------------
     def tokenize(
         self, text: str, *, add_special: bool = False, parse_special: bool = False
     ) -> list[int]:
+        vocab = self._live(self.vocab)
         data = text.encode("utf-8")
         capacity = len(data) + 8
         buf = (llama_cpp.llama_token * capacity)()
         n = llama_cpp.llama_tokenize(
-            self.vocab, data, len(data), buf, capacity, add_special, parse_special
+            vocab, data, len(data), buf, capacity, add_special, parse_special
         )
         if n < 0:  # should not happen (a token is at least one byte) but the API allows it
             capacity = -n
             buf = (llama_cpp.llama_token * capacity)()
             n = llama_cpp.llama_tokenize(
-                self.vocab, data, len(data), buf, capacity, add_special, parse_special
+                vocab, data, len(data), buf, capacity, add_special, parse_special
             )
         return list(buf[:n])
 
     def token_piece(self, token: int, *, special: bool = False) -> bytes:
         """The bytes of one token; grows the buffer for long pieces (the 32-byte trap)."""
+        vocab = self._live(self.vocab)
         size = 64
         while True:
             buf = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, size, 0, special)
+            n = llama_cpp.llama_token_to_piece(vocab, token, buf, size, 0, special)
             if n >= 0:
                 return buf.raw[:n]
             size = -n
 
     def token_text(self, token: int) -> str:
         """The vocabulary's stored text of a token (for special tokens: '<|fim_prefix|>' etc.)."""
-        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        raw = llama_cpp.llama_vocab_get_text(self._live(self.vocab), token)
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return bool(llama_cpp.llama_vocab_is_eog(self._live(self.vocab), token))
 
     # --- KV cache -------------------------------------------------------------------------
     def kv_remove_from(self, pos: int, seq: int = 0) -> None:
         """Drop a sequence's cells at positions >= pos."""
-        mem = llama_cpp.llama_get_memory(self.ctx)
+        mem = llama_cpp.llama_get_memory(self._live(self.ctx))
         llama_cpp.llama_memory_seq_rm(mem, seq, pos, -1)
 
     def kv_clear(self) -> None:
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._live(self.ctx)), True)
 
     # --- decoding -------------------------------------------------------------------------
     def set_abort(self, callback: object | None) -> None:
@@ -178,6 +203,9 @@ class NativeModel:
 
         CUDA ignores it, which is why prefill also goes in chunks with a check between them.
         """
+        if not self.ctx:
+            self._abort_cb = None
+            return  # closed: nothing holds the callback any more
         self._abort_cb = callback  # keep the ctypes callback alive while llama.cpp holds it
         if callback is None:
             callback = llama_cpp.ggml_abort_callback()  # a NULL function pointer
@@ -187,6 +215,7 @@ class NativeModel:
         self, tokens: Sequence[int], start_pos: int, *, want_logits: bool, seq: int = 0
     ) -> None:
         """Decode `tokens` at positions start_pos.. of a sequence (at most n_batch tokens)."""
+        ctx = self._live(self.ctx)
         n = len(tokens)
         if n == 0 or n > self.n_batch:
             raise ValueError(f"decode takes 1..{self.n_batch} tokens, got {n}")
@@ -199,7 +228,7 @@ class NativeModel:
             batch.seq_id[i][0] = seq
             batch.logits[i] = 0
         batch.logits[n - 1] = 1 if want_logits else 0
-        rc = llama_cpp.llama_decode(self.ctx, batch)
+        rc = llama_cpp.llama_decode(ctx, batch)
         if rc == DECODE_ABORTED:
             raise DecodeAborted()
         if rc != DECODE_OK:
@@ -207,20 +236,41 @@ class NativeModel:
 
     def argmax_last(self, among: np.ndarray | None = None) -> int:
         """Greedy pick from the logits of the last decoded token (optionally among some ids)."""
-        ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
+        ptr = llama_cpp.llama_get_logits_ith(self._live(self.ctx), -1)
         logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
         if among is not None and len(among):
             return int(among[int(logits[among].argmax())])
         return int(logits.argmax())
 
+    @property
+    def closed(self) -> bool:
+        return not self.model
+
+    def _live(self, pointer: ctypes.c_void_p) -> ctypes.c_void_p:
+        """A pointer of this model, or ModelClosed (llama.cpp would crash on NULL)."""
+        if not pointer:
+            raise ModelClosed(f"{self.path.name} is closed")
+        return pointer
+
     def close(self) -> None:
-        if self.ctx:
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self.ctx)
-            self.ctx = ctypes.c_void_p(0)
-        if self.model:
-            llama_cpp.llama_model_free(self.model)
-            self.model = ctypes.c_void_p(0)
+        """Free the batch, the context (its KV cache and compute buffers) and the model's
+        weights, in that order. Safe to call twice, and after a partial failure."""
+        ctx, model, batch = self.ctx, self.model, self._batch
+        self.ctx = self.model = self.vocab = None  # type: ignore[assignment]
+        self._batch = None  # type: ignore[assignment]
+        self._abort_cb = None
+        if batch is not None:
+            llama_cpp.llama_batch_free(batch)
+        if ctx:
+            llama_cpp.llama_free(ctx)
+        if model:
+            llama_cpp.llama_model_free(model)
+
+    def __del__(self) -> None:
+        # A model dropped without close() (a load that failed after this was built) must not
+        # keep hundreds of MB of weights and KV cache until the process ends.
+        with contextlib.suppress(Exception):  # at interpreter exit llama_cpp may be gone
+            self.close()
 
 
 def load(

@@ -63,6 +63,8 @@ class Prompt:
     # its last tokens): worth finishing even when this request is cancelled.
     stable_tokens: int = 0
     heal: bytes = b""  # the generated text must start with this (token healing)
+    narrow: bool = False  # a keystroke window narrower than the session's wide one
+    extra_tokens: int = 0  # tokens of context from other files before the prefix (full prompts)
 
 
 @dataclass
@@ -122,7 +124,9 @@ class PromptBuilder:
         def earliest_start(budget: int) -> int:
             for i in range(first_whole, n):
                 if cumulative[i] <= budget:
-                    return i
+                    # At least one whole line before the cursor line, even over a small budget:
+                    # the text typed on the line alone is no context.
+                    return min(i, max(first_whole, n - 2))
             return n - 1
 
         anchor = self._anchors.get(key)

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from engine.cursor import CursorContext
 from engine.fim import FimTemplate, Layout
 from engine.postprocess import clean_suggestion
 from engine.prompt import PromptBuilder
@@ -48,7 +49,6 @@ from engine.session import (
     CompletionRequest,
     ModelInfo,
     OnText,
-    _line_around_cursor,
 )
 from engine.stops import StopPolicy
 from engine.timings import Timings
@@ -71,6 +71,8 @@ CHARS_PER_TOKEN = 3.5
 # the longest a cancel waits before the connection is closed.
 CANCEL_POLL_S = 0.01
 ERROR_BODY_CHARS = 300
+STRAY_CHARS = 4000  # of a 200 answer that is not a stream: kept to tell what it was
+EXCERPT_CHARS = 40  # of an unexpected answer, in a message (short: one message per cause)
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -353,6 +355,7 @@ class RemoteBackend:
     kind: ClassVar[RemoteKind]
     endpoint: ClassVar[str]
     sse: ClassVar[bool] = True  # server-sent events; False: one JSON object a line (Ollama)
+    event_keys: ClassVar[tuple[str, ...]] = ()  # an event has at least one of these
 
     def __init__(self, config: RemoteConfig) -> None:
         self.config = config
@@ -432,14 +435,16 @@ class RemoteBackend:
         self, request: CompletionRequest, cancel: CancelToken, on_text: OnText | None
     ) -> Completion:
         timings = RemoteTimings()
-        before, after = _line_around_cursor(request.prefix, request.suffix)
-        policy = StopPolicy.for_cursor(request.multiline, before, after, request.suffix)
+        ctx = CursorContext.around(request.prefix, request.suffix)
+        policy = StopPolicy.for_context(request.multiline, ctx)
         run = _Run(policy, on_text, timings, time.perf_counter(), request.max_tokens)
         reason = await self._supervise(self._attempt(request, run), run, cancel)
         if request.max_tokens <= 0 and reason != "cancelled":
             reason = "prefill_only"
         run.finish(reason)
-        text = "" if reason == "prefill_only" else clean_suggestion(run.text, after)
+        text = ""
+        if reason != "prefill_only":
+            text = clean_suggestion(run.text, ctx, request.postprocess)
         return Completion(
             text, run.text, timings, reason, cancelled=reason == "cancelled", mode=request.mode
         )
@@ -528,29 +533,75 @@ class RemoteBackend:
             ) from None
 
     async def _read_stream(self, response: httpx.Response, run: _Run) -> str:
+        """Feed the stream's events to run until a stop reason. A 200 answer that is not this
+        protocol's stream (an HTML page, a proxy's error, a server that ignores `stream`, JSON
+        of another API) is an error with a message, never an empty suggestion."""
+        events = 0
+        stray: list[str] = []  # lines that are not events (the start of them), for the message
+        stray_chars = 0
         # aclosing: a stop rule leaves the loop early, and the line iterator must be closed
         # now, on this loop, not by a finalizer after the loop stopped running.
         async with contextlib.aclosing(response.aiter_lines()) as lines:
             async for line in lines:
                 payload = _sse_payload(line) if self.sse else line.strip() or None
                 if payload is None:
+                    if self.sse and not events and stray_chars < STRAY_CHARS and line.strip():
+                        stray.append(line)  # a comment or an event/id field, or not SSE at all
+                        stray_chars += len(line)
                     continue
                 if payload == "[DONE]":
-                    break
+                    return "eog"
                 try:
                     data = json.loads(payload)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise RemoteBackendError(
-                        f"{self.kind} at {self.config.shown_url} sent something that is not "
-                        f"JSON: {payload[:80]!r}"
+                        f"{self._where()} sent something that is not JSON: {_excerpt(payload)}"
                     ) from None
-                event = self._parse(data)
+                event = self._event(data)
+                events += 1
                 if event.text:
                     self.decode_steps += 1
                 reason = run.feed(event)
                 if reason is not None:
                     return reason
-        return "eog"
+        if events:
+            return "eog"  # the stream ended without its final event: what came is the answer
+        text = "\n".join(stray)
+        whole = _json_or_none(text)
+        if isinstance(whole, dict) and any(k in whole for k in self.event_keys):
+            # One JSON answer instead of a stream (a server that ignores "stream": true).
+            event = self._event(whole)
+            reason = run.feed(replace(event, done=True, finish=event.finish or "stop"))
+            return reason or "eog"
+        kind = response.headers.get("content-type", "no content type")
+        what = "server-sent events" if self.sse else "JSON lines"
+        detail = f": {_excerpt(text)}" if text else " (an empty body)"
+        raise RemoteBackendError(
+            f"{self._where()} answered 200 ({kind}) but not with a stream of {what}{detail}"
+        )
+
+    def _event(self, data: Any) -> StreamEvent:
+        """One parsed event, or a clear error when it is not this protocol's shape."""
+        if not isinstance(data, dict):
+            raise RemoteBackendError(
+                f"{self._where()} sent JSON of an unexpected shape: a {_json_type(data)}, "
+                "not an object"
+            )
+        if not any(key in data for key in self.event_keys):
+            raise RemoteBackendError(
+                f"{self._where()} sent JSON of an unexpected shape: expected "
+                f"{' or '.join(repr(k) for k in self.event_keys)}, got keys "
+                f"{sorted(str(k) for k in data)[:8]} (is this the right backend kind?)"
+            )
+        try:
+            return self._parse(data)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError) as exc:
+            raise RemoteBackendError(
+                f"{self._where()} sent JSON of an unexpected shape ({type(exc).__name__})"
+            ) from None
+
+    def _where(self) -> str:
+        return f"{self.kind} at {self.config.shown_url}"
 
     async def _status_error(self, response: httpx.Response) -> RemoteBackendError:
         await response.aread()
@@ -608,7 +659,14 @@ class RemoteBackend:
             ) from None
         if response.status_code != 200:
             raise await self._status_error(response)
-        return response.json()
+        data = _json_or_none(response.text)
+        if not isinstance(data, dict):
+            raise RemoteBackendError(
+                f"{self._where()} answered {path} with "
+                + ("something that is not JSON" if data is None else f"a JSON {_json_type(data)}")
+                + f" (expected an object): {_excerpt(response.text)}"
+            )
+        return data
 
     # --- what differs between protocols ---------------------------------------------------
     def _family(self) -> str:
@@ -647,6 +705,7 @@ class LlamaServerBackend(RemoteBackend):
 
     kind = "llama-server"
     endpoint = "/infill"
+    event_keys = ("content", "stop", "error")
 
     def _family(self) -> str:
         return "server (/infill)"
@@ -656,9 +715,10 @@ class LlamaServerBackend(RemoteBackend):
 
     async def _identify(self) -> None:
         props = await self._get_json("/props")
-        settings = props.get("default_generation_settings") or {}
+        settings = props.get("default_generation_settings")
+        n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
         name = str(props.get("model_alias") or props.get("model_path") or self.kind)
-        self._identified_as(name, int(settings.get("n_ctx") or 0))
+        self._identified_as(name, n_ctx or 0)
 
     def _body(self, prefix: str, suffix: str, max_tokens: int) -> dict[str, Any]:
         # ghostfim's layout: everything typed goes at the end of input_prefix (quality first,
@@ -680,7 +740,8 @@ class LlamaServerBackend(RemoteBackend):
     def _parse(self, data: dict[str, Any]) -> StreamEvent:
         if "error" in data:
             return StreamEvent(error=f"{self.kind}: {_error_text(data['error'])}")
-        timings = data.get("timings") or {}
+        timings = data.get("timings")
+        timings = timings if isinstance(timings, dict) else {}
         return StreamEvent(
             text=str(data.get("content") or ""),
             done=bool(data.get("stop")),
@@ -698,6 +759,7 @@ class OpenAIBackend(RemoteBackend):
 
     kind = "openai"
     endpoint = "/v1/completions"
+    event_keys = ("choices", "error")
 
     async def _identify(self) -> None:
         if self.config.model:
@@ -705,7 +767,7 @@ class OpenAIBackend(RemoteBackend):
             return
         models = await self._get_json("/v1/models")
         data = models.get("data") or []
-        if not data:
+        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
             raise RemoteBackendError(f"{self.kind} at {self.config.shown_url} serves no model")
         self.server_model = str(data[0].get("id") or "")
         self._identified_as(self.server_model)
@@ -728,8 +790,11 @@ class OpenAIBackend(RemoteBackend):
             return StreamEvent(error=f"{self.kind}: {_error_text(data['error'])}")
         choices = data.get("choices") or [{}]
         choice = choices[0]
+        if not isinstance(choice, dict):
+            raise TypeError("choices[0] is not an object")
         finish = choice.get("finish_reason")
-        usage = data.get("usage") or {}
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         return StreamEvent(
             text=str(choice.get("text") or ""),
             done=finish is not None,
@@ -746,6 +811,7 @@ class OllamaBackend(RemoteBackend):
     kind = "ollama"
     endpoint = "/api/generate"
     sse = False
+    event_keys = ("response", "done", "error")
 
     def __init__(self, config: RemoteConfig) -> None:
         if not config.model:
@@ -820,6 +886,25 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return os.strerror(exc.errno).lower()  # asyncio's own wording hides the errno
     return str(exc) or type(exc).__name__
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
+        return None
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _excerpt(text: str) -> str:
+    """The start of an unexpected answer, control characters escaped."""
+    short = text.strip()[:EXCERPT_CHARS]
+    more = "…" if len(text.strip()) > EXCERPT_CHARS else ""
+    return repr(short) + more
 
 
 def _float(value: Any) -> float | None:

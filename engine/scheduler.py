@@ -112,6 +112,7 @@ class ModelWorker:
 
     @staticmethod
     def _drop(job: Job) -> None:
+        log.debug("drop %s", job.label)
         job.cancel.cancel()
         if job.future is not None and not job.future.done():
             job.future.set_exception(JobDropped(job.label))
@@ -130,6 +131,7 @@ class ModelWorker:
                 continue
             job.started = time.perf_counter()
             self.running = job
+            log.debug("start %s (queued %.1f ms)", job.label, job.queue_ms)
             try:
                 result = await loop.run_in_executor(self._executor, job.run, job.cancel)
             except Exception as exc:  # reported to whoever awaits the job
@@ -141,6 +143,12 @@ class ModelWorker:
                     job.future.set_result(result)
             finally:
                 self.running = None
+                log.debug(
+                    "end %s (ran %.1f ms%s)",
+                    job.label,
+                    (time.perf_counter() - job.started) * 1000,
+                    ", cancelled" if job.cancel.cancelled else "",
+                )
 
     async def run_exclusive(self, fn: Callable[[], Any]) -> Any:
         """Run fn on the model thread between jobs (model load/unload)."""

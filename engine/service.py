@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
 import logging
+import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from engine.backend import CompletionBackend
+from engine.context import CHANGE_PICK_S, ContextRing, ExtraContext, document_name, root_path
+from engine.postprocess import too_much_after_cursor
 from engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
 from engine.session import Completion, CompletionRequest
 from engine.stops import Multiline
@@ -61,10 +67,13 @@ class CompletionOptions:
     max_tokens: int = 64
     multiline: Multiline = "auto"
     debounce_ms: float | None = None  # None: adaptive
-    max_rest_of_line: int = 8
+    max_rest_of_line: int = 8  # llama.vim's max_line_suffix (engine.postprocess)
     prefix_tokens: int = 768
     suffix_tokens: int = 256
     keystroke_prefill_ms: float = 80.0
+    postprocess: bool = True  # the clean-up rules of engine/postprocess.py
+    extra_context: bool = False  # chunks of other files before full prompts (engine/context.py)
+    extra_context_tokens: int | None = None  # their token budget; None: auto, 0: off
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,66 @@ def visible(text: str) -> str:
     return text.rstrip()
 
 
+@dataclass
+class _Load:
+    """A model switch asked for: what to open, and its caller's answer (swapped in or not)."""
+
+    generation: int
+    label: str
+    open_backend: Callable[[], CompletionBackend]
+    key: Hashable
+    check: Callable[[], None] | None = None  # what tells a broken one quickly (if skipped)
+    done: asyncio.Future[bool] | None = None
+
+
+def _settle(load: _Load, ok: bool) -> None:
+    if load.done is not None and not load.done.done():
+        load.done.set_result(ok)
+
+
+def _close_backend(backend: CompletionBackend) -> None:
+    try:
+        backend.close()
+    except Exception:  # a backend that fails to close must not stop the switch
+        log.exception("closing %s failed", backend.info.name)
+
+
+def _close_and_release(box: list[CompletionBackend]) -> None:
+    """Close the backend in box (its only reference) and hand its memory back."""
+    backend = box.pop()
+    _close_backend(backend)
+    del backend
+    release_memory()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim  # glibc only (musl has none)
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim  # type: ignore[no-any-return]
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Hand a closed model's memory back to the system.
+
+    A closed session is garbage only to the cycle collector (its abort callback refers back
+    to it): collect now, not at some later allocation. Then glibc's malloc keeps freed heap
+    pages (llama.cpp's and numpy's) for reuse; malloc_trim returns them, in every arena.
+    """
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 class CompletionService:
     def __init__(self, events: Events, options: CompletionOptions | None = None) -> None:
         self.events = events
@@ -142,19 +211,41 @@ class CompletionService:
         self._counter = 0
         self._jobs: dict[str, _DocJob] = {}
         self._ghost_target: dict[str, tuple[Suggestion, CursorState, str]] = {}
-        self._load_generation = 0
+        self._load_generation = 0  # bumped by every switch asked for (newest wins)
+        self._pending_load: _Load | None = None  # the newest switch not yet started
+        self._loading: _Load | None = None  # the switch in flight
+        self._loader: asyncio.Future[None] | None = None
+        self._session_key: Hashable = None  # the key the serving backend was loaded for
+        self._load_error: str | None = None  # the message of the last failed switch
+        self._load_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghostfim-load")
+        self._closed = False
         self._last_state: CursorState | None = None
         self._background_tasks: set[asyncio.Future[Any]] = set()
+        self._widening = False  # a background job preparing the wide keystroke window
+        # Context from other files (engine/context.py): the ring, and per document the line
+        # last edited or completed at and when it last gave a chunk.
+        self.context = ContextRing()
+        self.workspace_roots: list[str] = []
+        self._context_line: dict[str, int] = {}
+        self._context_picked: dict[str, float] = {}
 
     # --- options and model lifecycle ---------------------------------------------------------
     def set_options(self, options: CompletionOptions) -> None:
+        old = self.options
         self.options = options
+        if (old.postprocess, old.multiline, old.max_tokens) != (
+            options.postprocess,
+            options.multiline,
+            options.max_tokens,
+        ):
+            self.cache.clear()  # suggestions made under other rules must not be reused
         self.debounce.fixed_ms = options.debounce_ms
         if self.session is not None:
             self.session.keystroke_prefill_ms = options.keystroke_prefill_ms
 
     def status(self) -> dict[str, Any]:
         info = self.session.info if self.session else None
+        switching = self._pending_load or self._loading  # loads in flight or waiting
         return {
             "state": self.state,
             "error": self.error,
@@ -168,6 +259,8 @@ class CompletionService:
                 "nGpuLayers": info.n_gpu_layers,
                 "fim": info.family,
             },
+            "switchingTo": None if switching is None else switching.label,
+            "context": self.context.status(),
             "latency": self.latency.summary(),
             "recent": list(self.latency.recent),
             "work": None
@@ -183,12 +276,20 @@ class CompletionService:
         self.state, self.error = state, error
         self.events.status(self.status())
 
-    async def load_model(self, spec: str | None, *, n_gpu_layers: int = -1) -> bool:
+    async def load_model(
+        self, spec: str | None, *, n_gpu_layers: int = -1, key: Hashable = None
+    ) -> bool:
         """Load the in-process model named by spec (a preset, a path, or the default)."""
-        from engine.loader import load_session  # llama.cpp is imported only when needed
+        return await self.request_model(spec, n_gpu_layers=n_gpu_layers, key=key)
+
+    def request_model(
+        self, spec: str | None, *, n_gpu_layers: int = -1, key: Hashable = None
+    ) -> asyncio.Future[bool]:
+        """`load_model`, registered now (see `request_backend`)."""
+        from engine.loader import check_model, load_session  # llama.cpp only when needed
 
         opts = self.options
-        return await self.load_backend(
+        return self.request_backend(
             spec or "default model",
             lambda: load_session(
                 spec,
@@ -198,56 +299,188 @@ class CompletionService:
                 suffix_tokens=opts.suffix_tokens,
                 keystroke_prefill_ms=opts.keystroke_prefill_ms,
             ),
+            key=(spec, n_gpu_layers) if key is None else key,
+            check=lambda: check_model(spec),
         )
 
-    async def load_backend(self, label: str, open_backend: Callable[[], CompletionBackend]) -> bool:
+    async def load_backend(
+        self, label: str, open_backend: Callable[[], CompletionBackend], *, key: Hashable = None
+    ) -> bool:
         """Open a backend in the background; the current one serves until the new one is ready.
 
-        Returns False (and keeps the old backend) when the new one cannot be had.
+        Loads are serialized: at most one is in flight, and switches asked for meanwhile are
+        coalesced (only the newest waits; the ones it replaces are skipped). Returns True when
+        this backend was swapped in, False when it could not be had (the old backend keeps
+        serving) or was skipped for a newer switch. `key` names what is opened (the caller's
+        settings): `session_key` and `switching_key` tell whether it serves or is on its way.
         """
+        return await asyncio.shield(self.request_backend(label, open_backend, key=key))
+
+    def request_backend(
+        self,
+        label: str,
+        open_backend: Callable[[], CompletionBackend],
+        *,
+        key: Hashable = None,
+        check: Callable[[], None] | None = None,
+    ) -> asyncio.Future[bool]:
+        """`load_backend`, registered before this returns (so `switching_key` names it at
+        once); the future says whether it was swapped in. `check`, if given, raises quickly
+        for a backend that cannot be opened: a switch that is skipped is still checked, so
+        that every broken model asked for is reported."""
         self._load_generation += 1
-        generation = self._load_generation
+        key = label if key is None else key
+        loading = self._loading
+        if loading is not None and loading.key == key and loading.done is not None:
+            # The switch in flight is wanted again (A, B, A in quick succession): it is the
+            # newest once more, and nothing new loads.
+            loading.generation = self._load_generation
+            if self._pending_load is not None:
+                self._skip(self._pending_load)
+                self._pending_load = None
+            return loading.done
+        load = _Load(self._load_generation, label, open_backend, key, check)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        load.done = done
+        if self._closed:
+            done.set_result(False)
+            return done
+        if self._pending_load is not None:  # superseded before it started: never opened
+            self._skip(self._pending_load)
+        self._pending_load = load
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.ensure_future(self._run_loads())
+        return done
+
+    @property
+    def session_key(self) -> Hashable:
+        """The key of the backend serving now (None when none serves)."""
+        return self._session_key
+
+    @property
+    def switching_key(self) -> Hashable:
+        """The key of the newest switch still wanted and not yet done (None when none)."""
+        if self._pending_load is not None:
+            return self._pending_load.key
+        if self._loading is not None and self._loading.generation == self._load_generation:
+            return self._loading.key
+        return None
+
+    def keep_current(self) -> None:
+        """The backend serving now is wanted after all: skip the pending switch, discard the
+        one in flight when it is ready, and drop the message of a switch that failed."""
+        self._load_generation += 1
+        if self._pending_load is not None:
+            self._skip(self._pending_load)
+            self._pending_load = None
+        if self.session is not None and self.error is not None and self.error == self._load_error:
+            self._load_error = None
+            self._set_state("ready")
+
+    def _skip(self, load: _Load) -> None:
+        """A switch replaced before it started: its caller hears False, and a broken model
+        is reported all the same (a quick check, on the load thread)."""
+        _settle(load, False)
+        if load.check is not None and not self._closed:
+            self._spawn(self._check_skipped(load))
+
+    async def _check_skipped(self, load: _Load) -> None:
+        assert load.check is not None
+        try:
+            await self._off_loop(load.check)
+        except Exception as exc:
+            message = f"ghostfim: cannot load {load.label}: {exc}"
+            self.events.problem(message)
+            return
+        log.info("switch to %s skipped: a newer switch replaced it", load.label)
+
+    async def _run_loads(self) -> None:
+        while self._pending_load is not None and not self._closed:
+            load, self._pending_load = self._pending_load, None
+            self._loading = load
+            ok = False
+            try:
+                ok = await self._load_one(load)
+            except Exception as exc:  # never leave a caller waiting
+                log.exception("model switch to %s failed", load.label)
+                self._set_state("ready" if self.session else "error", f"{exc}")
+            finally:
+                self._loading = None
+                _settle(load, ok)
+        if self._closed and self._pending_load is not None:
+            _settle(self._pending_load, False)
+            self._pending_load = None
+
+    async def _load_one(self, load: _Load) -> bool:
         if self.session is None:
             self._set_state("loading")
-        self.events.progress(f"loading {label}", 0, False)
+        self.events.progress(f"loading {load.label}", 0, False)
         try:
-            new = await asyncio.to_thread(open_backend)
+            new = await self._off_loop(load.open_backend)
         except Exception as exc:  # any failure keeps the old model serving
-            message = f"ghostfim: cannot load {label}: {exc}"
+            message = f"ghostfim: cannot load {load.label}: {exc}"
+        else:
+            message = None
+        if message is not None:
+            # Out of the except block: the traceback (frames of the load, and whatever it had
+            # built before failing) is gone before memory is handed back.
+            await self._off_loop(release_memory)
             self.events.progress(message, None, True)
             self.events.problem(message)
+            self._load_error = message
             self._set_state("ready" if self.session else "error", message)
             return False
-        if generation != self._load_generation:  # a newer switch was asked for meanwhile
-            await asyncio.to_thread(new.close)
+        superseded = load.generation != self._load_generation
+        if self._closed or (superseded and self.session is not None):
+            # A newer switch was asked for meanwhile (or the server is going away): this one
+            # is not wanted, and everything it allocated goes back now.
+            box = [new]
+            del new  # the load thread drops the last reference, then frees
+            await self._off_loop(lambda: _close_and_release(box))
+            self.events.progress(
+                f"{load.label}: dropped (another switch was asked for)", None, True
+            )
             return False
         self.worker.cancel_all()
-        await self.worker.run_exclusive(lambda: self._swap_session(new))
+        await self.worker.run_exclusive(lambda: self._swap_session(new, load.key))
         self.cache.clear()
-        if generation != self._load_generation:
-            # A newer switch started (and may have failed) while this one was swapping in:
-            # its state and message stand.
-            return True
+        self._load_error = None
         self.events.progress(f"{new.info.name} ready on {new.info.device}", 100, True)
         self._set_state("ready")
-        if self._last_state is not None:
+        if self._last_state is not None and self._pending_load is None:
             self.warm(self._last_state)
+        await self._off_loop(release_memory)  # what the old backend held
         return True
 
-    def _swap_session(self, new: CompletionBackend) -> None:
+    async def _off_loop(self, fn: Callable[[], Any]) -> Any:
+        """Run fn on the load thread (one thread: loads allocate from one malloc arena, and
+        never two at once); after shutdown, on any thread."""
+        if self._closed:  # the executor is shut down
+            return await asyncio.to_thread(fn)
+        return await asyncio.get_running_loop().run_in_executor(self._load_executor, fn)
+
+    def _swap_session(self, new: CompletionBackend, key: Hashable) -> None:
         """Runs on the model thread, between jobs, so no job ever sees a closed session."""
-        old, self.session = self.session, new
+        old, self.session, self._session_key = self.session, new, key
         if old is not None:
-            old.close()
+            _close_backend(old)
 
     async def shutdown(self) -> None:
+        self._closed = True
+        self._load_generation += 1
+        if self._pending_load is not None:
+            _settle(self._pending_load, False)
+            self._pending_load = None
         self.worker.cancel_all()
         if self.session is not None:
             session = self.session
             with contextlib.suppress(Exception):
-                await self.worker.run_exclusive(session.close)
-            self.session = None
+                await self.worker.run_exclusive(lambda: _close_backend(session))
+            self.session = self._session_key = None
         self.worker.shutdown()
+        # A load in flight is not waited for (llama.cpp cannot stop one): its thread closes
+        # what it opened once it ends (see _load_one), unless the process exits first.
+        self._load_executor.shutdown(wait=False, cancel_futures=True)
 
     # --- documents ---------------------------------------------------------------------------
     def document_changed(self, doc_id: str, text: str) -> None:
@@ -272,12 +505,78 @@ class CompletionService:
             job.cancel()
         self._latest.pop(doc_id, None)
         self._ghost_target.pop(doc_id, None)
+        self._context_line.pop(doc_id, None)
+        self._context_picked.pop(doc_id, None)
+        self.context.forget(doc_id)
+
+    # --- context from other files (engine/context.py) ------------------------------------------
+    def set_workspace_roots(self, roots: list[str]) -> None:
+        """Workspace folders (URIs or paths): chunks are named relative to them."""
+        self.workspace_roots = [root_path(r) for r in roots if r]
+
+    def _context_name(self, doc_id: str) -> str:
+        return document_name(doc_id, self.workspace_roots)
+
+    def _context_pick(self, doc_id: str, text: str, line: int | None) -> None:
+        self._context_picked[doc_id] = time.monotonic()
+        self.context.pick(text, self._context_name(doc_id), doc_id, line)
+
+    def document_opened(self, doc_id: str, text: str) -> None:
+        """An opened document gives its top (imports, first definitions): LSP tells no cursor."""
+        self._context_pick(doc_id, text, None)
+
+    def document_edited(self, doc_id: str, text: str, line: int | None) -> None:
+        """Called on every edit: remembers where, and gives a chunk around it at most once a
+        CHANGE_PICK_S per document (the ring must not move with typing)."""
+        if line is not None:
+            self._context_line[doc_id] = line
+        picked = self._context_picked.get(doc_id)
+        if picked is not None and time.monotonic() - picked < CHANGE_PICK_S:
+            return
+        self._context_pick(doc_id, text, self._context_line.get(doc_id))
+
+    def document_saved(self, doc_id: str, text: str) -> None:
+        """A saved document gives the chunk around its last edit (or completion)."""
+        self._context_pick(doc_id, text, self._context_line.get(doc_id))
+
+    def client_context(self, text: str, doc_id: str | None = None) -> int:
+        """Text the client sends (`ghostfim/context`); returns the chunks queued."""
+        name = self._context_name(doc_id) if doc_id else "snippet"
+        return self.context.add_text(text, name, doc_id or "")
+
+    def _note_cursor(self, state: CursorState) -> None:
+        """Where the user completes is where the next save's chunk is picked; when requests
+        move to another document, the one left gives the chunk around its last cursor."""
+        previous = self._last_state
+        self._context_line[state.doc_id] = state.cursor_line
+        still_open = previous is not None and previous.doc_id in self._latest
+        if previous is not None and previous.doc_id != state.doc_id and still_open:
+            self._context_pick(
+                previous.doc_id,
+                previous.prefix + previous.suffix,
+                previous.prefix.count("\n"),
+            )
+
+    def _extra_context(self, state: CursorState) -> ExtraContext | None:
+        """What a full prompt for `state` gets from the ring (None when switched off)."""
+        opts = self.options
+        if not opts.extra_context or opts.extra_context_tokens == 0:
+            return None
+        chunks = self.context.snapshot(state.doc_id)
+        if not chunks:
+            return None
+        roots = self.workspace_roots
+        project = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
+        return ExtraContext(
+            chunks, self._context_name(state.doc_id), project, opts.extra_context_tokens
+        )
 
     # --- completion ----------------------------------------------------------------------------
     async def complete(self, state: CursorState, *, explicit: bool = False) -> Answer:
         arrived = time.perf_counter()
         self._counter += 1
         number = self._latest[state.doc_id] = self._counter
+        self._note_cursor(state)  # context from other files: a document left gives a chunk
         self._last_state = state
         if not explicit:
             self.debounce.keystroke(arrived)
@@ -291,7 +590,9 @@ class CompletionService:
             return Answer("", "none", "disabled")
         if self.session is None:
             return Answer("", "none", self.state)
-        if not explicit and len(state.rest_of_line.strip()) > self.options.max_rest_of_line:
+        if not explicit and too_much_after_cursor(
+            state.rest_of_line, self.options.max_rest_of_line
+        ):
             return Answer("", "none", "rest of line")
         debounce_ms = 0.0
         if not explicit:
@@ -300,6 +601,21 @@ class CompletionService:
             if self._latest.get(state.doc_id) != number:
                 return Answer("", "none", "superseded")
         return await self._complete_with_model(state, explicit, debounce_ms, arrived)
+
+    def answer_deadline_s(self, explicit: bool, automatic_s: float, longest_s: float) -> float:
+        """How long a request may take before it is answered empty.
+
+        Automatic requests: `automatic_s` (a late suggestion is useless in an editor). An
+        explicit one gets the full prompt, whose cold prefill is seconds on a GPU-less machine
+        (~20 s for the small model on 2 cores): twice what this machine's measured prefill
+        speed predicts for it, never less than `automatic_s`, never more than `longest_s`.
+        """
+        cost = getattr(self.session, "cost", None)
+        if not explicit or cost is None:
+            return automatic_s
+        tokens = self.options.prefix_tokens + self.options.suffix_tokens
+        expected_s = cost.predict_ms(tokens) / 1000
+        return min(longest_s, max(automatic_s, 2 * expected_s + 2))
 
     def _expected_first_token_ms(self) -> float:
         ttft = list(self.latency.ttft)[-32:]
@@ -383,7 +699,9 @@ class CompletionService:
                 on_text=lambda text: loop.call_soon_threadsafe(suggestion.update, text),
             )
 
-        job = self.worker.submit(run, Priority.INTERACTIVE, label=f"complete {doc}")
+        job = self.worker.submit(
+            run, Priority.INTERACTIVE, label=f"complete {doc} v{state.version}"
+        )
         self._jobs[doc] = _DocJob(state, suggestion, job.cancel.cancel)
         job_future = job.future
         assert job_future is not None
@@ -392,7 +710,9 @@ class CompletionService:
                 fut, state, suggestion, job.queue_ms, debounce_ms, arrived, explicit
             )
         )
-        waiter = asyncio.ensure_future(first_visible.wait())
+        # An automatic request is answered at the first visible text (the rest streams in
+        # ghostfim/ghostText); an explicit one, which the user waits for, gets it whole.
+        waiter = asyncio.ensure_future(asyncio.Event().wait() if explicit else first_visible.wait())
         try:
             await asyncio.wait({waiter, job_future}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -417,6 +737,8 @@ class CompletionService:
             mode=mode,
             max_tokens=max_tokens or self.options.max_tokens,
             multiline=self.options.multiline,
+            postprocess=self.options.postprocess,
+            extra_context=self._extra_context(state) if mode == "full" else None,
         )
 
     def _job_finished(
@@ -458,6 +780,8 @@ class CompletionService:
             total_ms=total_ms,
             cancelled=cancelled,
         )
+        if completion is not None and completion.widen:
+            self._widen(state.doc_id)
         if cancelled or completion is None:
             return
         self.latency.ttft.append(completion.timings.ttft_ms + queue_ms)
@@ -529,6 +853,23 @@ class CompletionService:
             accepted.prefix[-512:], accepted.suffix[:256], Suggestion(text=result.text, done=True)
         )
 
+    def _widen(self, doc_id: str) -> None:
+        """The keystroke used the narrow start window (a new place, on a CPU): prepare the
+        wide one while the user types. Droppable; asked for again after the next keystroke."""
+        state = self._last_state
+        if self._widening or state is None or state.doc_id != doc_id:
+            return
+        self._widening = True
+        request = replace(self._request_for(state, "keystroke"), max_tokens=0)
+
+        async def run() -> None:
+            try:
+                await self._background(request, Priority.WARMUP)
+            finally:
+                self._widening = False
+
+        self._spawn(run())
+
     def warm(self, state: CursorState) -> None:
         """Prefill a document's context so its first keystroke is not a cold prompt."""
         for mode in ("keystroke", "full"):  # each has its own KV slot; keystrokes first
@@ -592,6 +933,7 @@ class CompletionService:
             "newTokens": t.prefill_new_tokens if t else 0,
             "generatedTokens": t.decode_tokens if t else 0,
             "networkMs": round(t.network_ms, 2) if t else 0.0,
+            "extraTokens": t.extra_tokens if t else 0,
             "model": self.session.info.name if self.session else None,
         }
         self.latency.recent.append(payload)

@@ -28,6 +28,8 @@ import llama_cpp
 import numpy as np
 
 from engine import native
+from engine.context import ExtraContext, ExtraContextBuilder
+from engine.cursor import CursorContext
 from engine.fim import FimTemplate, detect_template
 from engine.postprocess import clean_suggestion
 from engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
@@ -38,20 +40,34 @@ from engine.vocab import VocabIndex
 
 log = logging.getLogger("ghostfim.session")
 
-# Two KV slots (llama.cpp sequences): keystroke prompts and full prompts (the pause refresh,
-# explicit invocations) keep their own cached tokens, so a refresh never evicts the prompt the
-# next keystroke extends, and vice versa.
-SLOT_KEYSTROKE = 0
-SLOT_FULL = 1
-N_SLOTS = 2
-# A keystroke prompt's prefix is what a cold prefill decodes in about this long (capped by the
-# prefix budget, so all of it on a GPU): on a CPU the first keystroke at a new place costs about
-# a second instead of several, and the pause refresh (its own slot) brings the whole budget.
-KEYSTROKE_COLD_PREFILL_MS = 1500.0
+# KV slots (llama.cpp sequences sharing one pool of cells): full prompts (the pause refresh,
+# explicit invocations) keep their own slot, so a refresh never evicts the prompt the next
+# keystroke extends, and vice versa. Keystroke prompts have two slots: the one typing extends,
+# and one where a wider window is prepared in the background (see KEYSTROKE_START_MS).
+SLOT_FULL = 0
+KEYSTROKE_SLOTS = (1, 2)
+N_SLOTS = 3
+# A keystroke prompt's prefix window is what a cold prefill decodes in about this long, so the
+# first keystroke at a new place shows ghost text soon (on a GPU: the whole prefix budget) ...
+KEYSTROKE_START_MS = 500.0
+# ... and once the user is typing there, a background job prepares a window this much wider
+# (in the other keystroke slot), which keystrokes move to as soon as it is ready.
+KEYSTROKE_WIDE_MS = 1500.0
+MIN_START_TOKENS = 24
+MIN_USEFUL_REUSE = 8  # cached tokens a prompt must share with a slot to be written into it
+MIN_WIDE_TOKENS = 128
 
 # A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
 # the text before the cursor (the rest is aborted at once).
 PREFILL_CHUNK_MS = 250.0
+# Background prefills (the wide window, the refresh, warm-up) run between keystrokes and are
+# aborted by the next one, losing the chunk in progress: small chunks, so that the gaps of
+# ~100 ms between keystrokes still move them forward.
+BACKGROUND_CHUNK_MS = 100.0
+# A full prompt the user waits for (explicit) is aborted anywhere by a cancel, so its chunks can
+# be large: on a CPU a 10-token chunk costs ~24 ms a token, a 48-token one ~21.
+FULL_CHUNK_MS = 1000.0
+MIN_CHUNK_TOKENS = 2
 
 PromptMode = Literal["keystroke", "full"]
 OnText = Callable[[str], None]
@@ -90,6 +106,9 @@ class CompletionRequest:
     max_tokens: int = 64
     multiline: Multiline = "auto"
     background: bool = False  # droppable work: a cancel may abort any part of the prefill
+    postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: benchmark)
+    # Chunks of other files for a full prompt (engine/context.py); keystroke prompts ignore it.
+    extra_context: ExtraContext | None = None
 
 
 @dataclass
@@ -100,6 +119,9 @@ class Completion:
     stop_reason: str
     cancelled: bool = False
     mode: PromptMode = "full"
+    # The keystroke prompt used the narrow start window: a background prefill of the wide
+    # window (the same request, background=True, max_tokens=0) makes the next keystrokes better.
+    widen: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,14 +180,20 @@ class ModelSession:
             prefix_tokens=prefix_tokens,
             suffix_tokens=suffix_tokens,
         )
+        self.extra = ExtraContextBuilder(self.tokenize, self.template)  # other files' chunks
         self._vocab: VocabIndex | None = None  # built on first use (token healing)
         self.keystroke_prefill_ms = keystroke_prefill_ms
         self.chunk_tokens = min(chunk_tokens or model.n_batch, model.n_batch)
         self.cost = PrefillCostModel()
         self._slots: list[list[int]] = [[] for _ in range(N_SLOTS)]  # tokens each slot holds
-        self._slot = SLOT_KEYSTROKE
+        self._slot = KEYSTROKE_SLOTS[0]
+        self._slot_used = [0] * N_SLOTS  # when each slot last prefilled (LRU eviction)
+        self._uses = 0
         self.prefix_tokens = prefix_tokens
-        self.keystroke_prefix_tokens = prefix_tokens
+        # Keystroke windows (see KEYSTROKE_START_MS): equal, and the whole budget, until
+        # calibration says the machine cannot prefill that much at once.
+        self.keystroke_start_tokens = prefix_tokens
+        self.keystroke_wide_tokens = prefix_tokens
         self.decode_steps = 0  # one-token decodes run (counted so tests can see work stop)
         self.prefill_chunks = 0
         self._active: CancelToken = NEVER_CANCELLED
@@ -250,13 +278,16 @@ class ModelSession:
                 self.cost.observe(n, (time.perf_counter() - start) * 1000)
         self.model.kv_clear()
         self._slots = [[] for _ in range(N_SLOTS)]
-        cold = self.cost.tokens_within(KEYSTROKE_COLD_PREFILL_MS) // 64 * 64
-        self.keystroke_prefix_tokens = max(128, min(self.prefix_tokens, cold))
+        wide = self.cost.tokens_within(KEYSTROKE_WIDE_MS) // 64 * 64
+        self.keystroke_wide_tokens = min(self.prefix_tokens, max(MIN_WIDE_TOKENS, wide))
+        start = self.cost.tokens_within(KEYSTROKE_START_MS) // 8 * 8
+        self.keystroke_start_tokens = min(self.keystroke_wide_tokens, max(MIN_START_TOKENS, start))
         log.info(
-            "prefill cost: %.1f ms + %.2f ms/token; keystroke prefix %d tokens",
+            "prefill cost: %.1f ms + %.2f ms/token; keystroke windows %d/%d tokens",
             self.cost.fixed_ms,
             self.cost.per_token_ms,
-            self.keystroke_prefix_tokens,
+            self.keystroke_start_tokens,
+            self.keystroke_wide_tokens,
         )
 
     @property
@@ -266,6 +297,17 @@ class ModelSession:
 
     def use_slot(self, slot: int) -> None:
         self._slot = slot
+
+    def _best_keystroke_slot(self, tokens: list[int]) -> int:
+        """The keystroke slot whose cache shares most of `tokens`; when neither shares a
+        useful part (a BOS token is no reason to evict), the one used longest ago: the other
+        holds what the user is typing into."""
+
+        def shared(slot: int) -> int:
+            n = common_prefix_len(self._slots[slot], tokens)
+            return n if n >= MIN_USEFUL_REUSE else 0
+
+        return max(KEYSTROKE_SLOTS, key=lambda s: (shared(s), -self._slot_used[s]))
 
     # --- the request ------------------------------------------------------------------------
     def complete(
@@ -291,54 +333,121 @@ class ModelSession:
         prompt = self.build_prompt(request)
         timings.prompt_ms = (time.perf_counter() - start) * 1000
         timings.suffix_tokens = prompt.suffix_tokens
+        timings.extra_tokens = prompt.extra_tokens
+
+        def finish(text: str, raw: str, reason: str) -> Completion:
+            timings.total_ms = (time.perf_counter() - start) * 1000
+            log.debug(
+                "%s slot %d%s: %d prompt tokens, %d reused, %d new, %d generated, %s, %.1f ms",
+                request.mode,
+                self._slot,
+                " narrow" if prompt.narrow else "",
+                len(prompt.tokens),
+                timings.prefill_reused_tokens,
+                timings.prefill_new_tokens,
+                timings.decode_tokens,
+                reason,
+                timings.total_ms,
+            )
+            return Completion(
+                text,
+                raw,
+                timings,
+                reason,
+                cancelled=reason == "cancelled",
+                mode=request.mode,
+                widen=prompt.narrow,
+            )
+
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
-            timings.total_ms = timings.prompt_ms
-            return Completion("", "", timings, "empty_prompt", mode=request.mode)
+            return finish("", "", "empty_prompt")
+        if (
+            request.max_tokens <= 0
+            and common_prefix_len(self.cached, prompt.tokens) >= len(prompt.tokens) - 1
+        ):
+            return finish("", "", "prefill_only")  # already prepared: nothing to decode
         try:
-            # Background work (refresh, prefetch, warm-up) may be aborted anywhere.
-            stable = 0 if request.background else prompt.stable_tokens
+            # Background work (refresh, prefetch, warm-up) may be aborted anywhere, and so may
+            # a full prompt: the keystrokes that cancel it use their own slots, so finishing
+            # its chunk would not help them.
+            full = request.mode == "full"
+            stable = 0 if request.background or full else prompt.stable_tokens
             first, reused, new, prefill_ms = self.prefill(
-                prompt.tokens, cancel, stable=stable, heal=prompt.heal
+                prompt.tokens,
+                cancel,
+                stable=stable,
+                heal=prompt.heal,
+                chunk_tokens=self.prefill_chunk_tokens(request.background, full),
             )
         except Cancelled:
             # What was decoded before the cancel stays in the cache: count it.
             timings.prefill_reused_tokens, timings.prefill_new_tokens = self._prefill_progress
             timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
-            timings.total_ms = (time.perf_counter() - start) * 1000
-            return Completion("", "", timings, "cancelled", cancelled=True, mode=request.mode)
+            return finish("", "", "cancelled")
         timings.prefill_reused_tokens, timings.prefill_new_tokens = reused, new
         timings.prefill_ms = prefill_ms
         timings.ttft_ms = (time.perf_counter() - start) * 1000
         if request.max_tokens <= 0:
-            timings.total_ms = timings.ttft_ms
-            return Completion("", "", timings, "prefill_only", mode=request.mode)
+            return finish("", "", "prefill_only")
 
-        before, after = _line_around_cursor(request.prefix, request.suffix)
-        policy = StopPolicy.for_cursor(request.multiline, before, after, request.suffix)
+        ctx = CursorContext.around(request.prefix, request.suffix)
+        policy = StopPolicy.for_context(request.multiline, ctx)
         decode_start = time.perf_counter()
         raw, n_generated, reason = self.decode_n_tokens(
             first, request.max_tokens, policy, cancel, on_text, heal=prompt.heal
         )
         timings.decode_tokens = n_generated
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
-        timings.total_ms = (time.perf_counter() - start) * 1000
-        text = clean_suggestion(raw, after)
-        return Completion(
-            text, raw, timings, reason, cancelled=reason == "cancelled", mode=request.mode
-        )
+        return finish(clean_suggestion(raw, ctx, request.postprocess), raw, reason)
 
     # --- phase 1: the prompt ----------------------------------------------------------------
     def build_prompt(self, request: CompletionRequest) -> Prompt:
         cursor_line = request.cursor_line
         if cursor_line is None:
             cursor_line = request.prefix.count("\n")
-        full = request.mode == "full"
-        self.use_slot(SLOT_FULL if full else SLOT_KEYSTROKE)
-        budget = self.prefix_tokens if full else self.keystroke_prefix_tokens
-        parts = self.builder.parts(
-            request.doc_id, request.prefix, request.suffix, cursor_line, prefix_budget=budget
-        )
-        if full or not parts.suffix_units:
+        if request.mode == "full":
+            self.use_slot(SLOT_FULL)
+            parts = self.builder.parts(
+                request.doc_id, request.prefix, request.suffix, cursor_line, self.prefix_tokens
+            )
+            # --- context from other files, before the FIM prefix (engine/context.py) ---
+            room = (
+                self.model.n_ctx // N_SLOTS
+                - 320
+                - int(self.prefix_tokens * 1.25)
+                - self.builder.suffix_budget
+            )
+            parts, n_extra = self.extra.apply(parts, request.extra_context, self.cost, room)
+            return replace(self.builder.assemble(parts), extra_tokens=n_extra)
+            # --- end of context from other files ---
+        return self._keystroke_prompt(request, cursor_line)
+
+    def _keystroke_prompt(self, request: CompletionRequest, cursor_line: int) -> Prompt:
+        """The widest keystroke window that is affordable now.
+
+        Where the KV cache (either keystroke slot) holds the wide window, a keystroke costs its
+        typed tokens; at a new place the wide window costs seconds on a CPU, so the keystroke
+        takes the start window (about KEYSTROKE_START_MS cold) and reports `widen`, and a
+        background job prepares the wide one in the other slot. Background requests always
+        take the wide window: that is how it gets prepared.
+        """
+        allowance = self.cost.tokens_within(KEYSTROKE_START_MS)
+        budgets = [self.keystroke_wide_tokens]
+        if not request.background and self.keystroke_start_tokens < self.keystroke_wide_tokens:
+            budgets.append(self.keystroke_start_tokens)
+        for budget in budgets:
+            parts = self.builder.parts(
+                request.doc_id, request.prefix, request.suffix, cursor_line, budget
+            )
+            self.use_slot(self._best_keystroke_slot(list(parts.plain_head) or parts.head))
+            prompt = self._keystroke_layout(parts)
+            new = len(prompt.tokens) - common_prefix_len(self.cached, prompt.tokens)
+            if budget == budgets[-1] or new <= allowance:
+                return replace(prompt, narrow=budget < self.keystroke_wide_tokens)
+        raise AssertionError("unreachable: the last budget always returns")
+
+    def _keystroke_layout(self, parts: PromptParts) -> Prompt:
+        if not parts.suffix_units:
             return self.builder.assemble(parts)
         if self.template.layout == "psm" and not self._whole_suffix_affordable(parts):
             return self.builder.plain(parts)
@@ -371,12 +480,23 @@ class ModelSession:
         return len(tokens) - common_prefix_len(self.cached, tokens)
 
     # --- phase 2: prefill -------------------------------------------------------------------
-    def prefill_chunk_tokens(self) -> int:
-        """Chunk size: about PREFILL_CHUNK_MS of work, so a cancel waits at most that long."""
-        return max(32, min(self.chunk_tokens, self.cost.tokens_within(PREFILL_CHUNK_MS)))
+    def prefill_chunk_tokens(self, background: bool = False, full: bool = False) -> int:
+        """Chunk size: about PREFILL_CHUNK_MS of work, so a cancel waits at most that long
+        (less for background work, more for a full prompt that a cancel aborts at once)."""
+        if background:
+            budget_ms = BACKGROUND_CHUNK_MS
+        else:
+            budget_ms = FULL_CHUNK_MS if full else PREFILL_CHUNK_MS
+        within = self.cost.tokens_within(budget_ms)
+        return max(MIN_CHUNK_TOKENS, min(self.chunk_tokens, within))
 
     def prefill(
-        self, tokens: list[int], cancel: CancelToken, stable: int = 0, heal: bytes = b""
+        self,
+        tokens: list[int],
+        cancel: CancelToken,
+        stable: int = 0,
+        heal: bytes = b"",
+        chunk_tokens: int | None = None,
     ) -> tuple[int, int, int, float]:
         """Make the KV cache hold `tokens`; returns (first token, reused, new, ms).
 
@@ -394,9 +514,11 @@ class ModelSession:
             self.model.kv_remove_from(keep, self._slot)
             del self.cached[keep:]
         todo = tokens[keep:]
+        self._uses += 1
+        self._slot_used[self._slot] = self._uses
         if len(tokens) + 1 >= self.model.n_ctx // N_SLOTS:
             raise native.DecodeError(f"prompt of {len(tokens)} tokens does not fit n_ctx")
-        chunk_size = self.prefill_chunk_tokens()
+        chunk_size = chunk_tokens or self.prefill_chunk_tokens()
         offset = 0
         while offset < len(todo):
             if cancel.cancelled:

@@ -18,6 +18,7 @@ class Timings:
     decode_ms: float = 0.0  # time generating after the first token
     total_ms: float = 0.0
     suffix_tokens: int = 0  # suffix tokens the prompt held (budgeted per keystroke)
+    extra_tokens: int = 0  # tokens of context from other files before the prefix
     network_ms: float = 0.0  # remote backends: request sent -> response headers (0: local)
 
     @property

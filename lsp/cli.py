@@ -49,6 +49,12 @@ def _build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--max-tokens", type=int, default=64)
     complete.add_argument("--multiline", choices=("auto", "always", "never"), default="auto")
     complete.add_argument(
+        "--no-postprocess",
+        dest="postprocess",
+        action="store_false",
+        help="show the suggestion as generated, without the clean-up rules (for comparisons)",
+    )
+    complete.add_argument(
         "--n-gpu-layers",
         type=int,
         default=-1,

@@ -113,12 +113,13 @@ def run_complete(args: argparse.Namespace) -> int:
         mode="full",
         max_tokens=args.max_tokens,
         multiline=args.multiline,
+        postprocess=args.postprocess,
     )
     emit(session.complete(request), "", 0)
     if args.type_text:
-        # Keystrokes use their own KV slot (engine/session.py); warm it as the server warms a
-        # document it sees, so the first typed character is not a cold prompt.
-        session.complete(replace(request, mode="keystroke", max_tokens=0))
+        # Keystrokes use their own KV slots (engine/session.py); prepare the wide keystroke
+        # window as the server does in the background, so the first typed character is warm.
+        session.complete(replace(request, mode="keystroke", max_tokens=0, background=True))
     typed = ""
     for step, ch in enumerate(args.type_text or "", start=1):
         typed += ch
@@ -130,6 +131,7 @@ def run_complete(args: argparse.Namespace) -> int:
             mode="keystroke",
             max_tokens=args.max_tokens,
             multiline=args.multiline,
+            postprocess=args.postprocess,
         )
         emit(session.complete(request), typed, step)
     session.close()

@@ -66,6 +66,10 @@ def _env_seconds(name: str, default: float) -> float:
 
 
 REQUEST_DEADLINE_S = _env_seconds("GHOSTFIM_REQUEST_DEADLINE_S", 8.0)
+# An explicit invocation (the user asked, and waits for it) gets the full prompt, whose cold
+# prefill takes ~20 s for the small model on a 2-core CPU: it may take up to twice the time the
+# measured prefill speed predicts (engine/service.py answer_deadline_s), at most this long.
+EXPLICIT_DEADLINE_S = _env_seconds("GHOSTFIM_EXPLICIT_DEADLINE_S", 120.0)
 _SHOWN_LIMIT = 120  # characters of a bad message quoted back to the user
 
 _MESSAGE_KEYS = frozenset(("jsonrpc", "id", "method", "params", "result", "error"))
@@ -132,6 +136,10 @@ def _clamp_positions(value: Any) -> tuple[Any, bool]:
             else:
                 out[key], sub = _clamp_positions(item)
                 changed |= sub
+        line = value.get("line")
+        if isinstance(line, int) and not isinstance(line, bool) and line < 0 and "character" in out:
+            out["character"] = 0  # a line before the first is the document's start (as
+            # vscode-languageserver-textdocument's offsetAt has it), whatever the character
         return out, changed
     if isinstance(value, list):
         items = [_clamp_positions(item) for item in value]

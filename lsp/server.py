@@ -12,7 +12,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Hashable, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from lsprotocol import types
@@ -20,7 +21,12 @@ from pygls.protocol.language_server import lsp_method
 
 from engine.service import CompletionOptions, CompletionService, CursorState
 from lsp.documents import DocumentIndex, cursor_state
-from lsp.rpcguard import REQUEST_DEADLINE_S, GuardedProtocol, GuardedServer
+from lsp.rpcguard import (
+    EXPLICIT_DEADLINE_S,
+    REQUEST_DEADLINE_S,
+    GuardedProtocol,
+    GuardedServer,
+)
 from lsp.settings import Settings, parse_settings, unwrap_section
 from lsp.textsync import (
     SyncedProtocol,
@@ -125,7 +131,6 @@ class GhostfimServer(GuardedServer):
         self.events = LspEvents(self)
         self.service = CompletionService(self.events)
         self.documents = DocumentIndex()
-        self._loaded_spec: tuple[object, ...] | None = None  # what the backend was opened for
         self._init_problems: list[str] = []
         self.log_handler = LspLogHandler(self)
 
@@ -142,6 +147,11 @@ class GhostfimServer(GuardedServer):
                 types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
             )
             log.warning(problem)
+        if _backend_settings_invalid(raw):
+            # A bad model or backend value (reported above) keeps the backend that serves:
+            # its default would be the default model (hundreds of MB, maybe a download).
+            settings = replace(settings, **{f: getattr(self.settings, f) for f in BACKEND_FIELDS})
+            log.info("model or backend setting invalid: the current backend keeps serving")
         self.settings = settings
         self.service.set_options(completion_options(settings))
         self.ensure_model()
@@ -151,15 +161,14 @@ class GhostfimServer(GuardedServer):
         if self.settings.backend != "local":
             self._ensure_remote()
             return
+        from engine.loader import model_identity
+
         spec = self.settings.model_spec or self.default_model
-        wanted = (spec, self.settings.n_gpu_layers)
-        if wanted == self._loaded_spec:
-            return
-        self._loaded_spec = wanted
-        task = asyncio.ensure_future(
-            self.service.load_model(spec, n_gpu_layers=self.settings.n_gpu_layers)
+        n_gpu_layers = self.settings.n_gpu_layers
+        self._switch(
+            (model_identity(spec), n_gpu_layers),  # a preset and its file's path are one model
+            lambda key: self.service.request_model(spec, n_gpu_layers=n_gpu_layers, key=key),
         )
-        task.add_done_callback(self._on_load_done(wanted))
 
     def _ensure_remote(self) -> None:
         """Open (or switch to) the remote backend the settings name. Opening only asks the
@@ -176,22 +185,65 @@ class GhostfimServer(GuardedServer):
             prefix_tokens=s.prefix_tokens,
             suffix_tokens=s.suffix_tokens,
         )
-        wanted: tuple[object, ...] = ("remote", config)  # any backend* change reopens
-        if wanted == self._loaded_spec:
-            return
-        self._loaded_spec = wanted
         label = f"{config.kind} at {config.shown_url}"
-        task = asyncio.ensure_future(self.service.load_backend(label, remote_factory(config)))
-        task.add_done_callback(self._on_load_done(wanted))
+        self._switch(  # any backend* change reopens
+            ("remote", config),
+            lambda key: self.service.request_backend(label, remote_factory(config), key=key),
+        )
 
-    def _on_load_done(self, wanted: tuple[object, ...]) -> Any:
-        def done(task: asyncio.Task[bool]) -> None:
-            ok = not task.cancelled() and task.exception() is None and task.result()
-            if not ok and self._loaded_spec == wanted:
-                # Let a later settings change retry the same model.
-                self._loaded_spec = None if self.service.session is None else self._loaded_spec
+    def _switch(self, wanted: Hashable, load: Callable[[Hashable], object]) -> None:
+        """Ask the service for the backend `wanted` names, unless it serves or is on its way.
 
-        return done
+        The service keeps the record (`session_key`: what serves, `switching_key`: what loads),
+        so after a failed switch the record names what actually serves: switching back to it
+        loads nothing, and asking for the failed one again retries it.
+        """
+        if wanted == self.service.session_key:
+            # What serves: a switch in flight is abandoned, a failed one's message dropped.
+            self.service.keep_current()
+            return
+        if wanted == self.service.switching_key:
+            return  # on its way
+        load(wanted)  # registered now; the service's loader runs it
+
+    @property
+    def loaded_spec(self) -> Hashable:
+        """What the serving backend was opened for (None while none serves)."""
+        return self.service.session_key
+
+
+# What chooses the backend: the settings keys, and the Settings fields they fill.
+BACKEND_KEYS = (
+    "model",
+    "nGpuLayers",
+    "backend",
+    "backendUrl",
+    "backendModel",
+    "backendApiKeyEnv",
+    "backendTimeoutMs",
+)
+BACKEND_FIELDS = (
+    "model_size",
+    "model_path",
+    "n_gpu_layers",
+    "backend",
+    "backend_url",
+    "backend_model",
+    "backend_api_key_env",
+    "backend_timeout_ms",
+)
+
+
+def _backend_settings_invalid(raw: Any) -> bool:
+    """Whether a value that chooses the model or backend is bad (unknown keys aside)."""
+    section = unwrap_section(raw)
+    if not isinstance(section, Mapping):
+        return False
+    part = {key: section[key] for key in BACKEND_KEYS if key in section}
+    if "model" in part and part["model"] is not None and not isinstance(part["model"], Mapping):
+        return True
+    _, problems = parse_settings(part)
+    return any(not problem.startswith("unknown setting") for problem in problems)
 
 
 def completion_options(s: Settings) -> CompletionOptions:
@@ -201,6 +253,9 @@ def completion_options(s: Settings) -> CompletionOptions:
         multiline=s.multiline,  # type: ignore[arg-type]
         debounce_ms=s.debounce_ms,
         max_rest_of_line=s.max_rest_of_line,
+        postprocess=s.postprocess,
+        extra_context=s.extra_context,
+        extra_context_tokens=s.extra_context_tokens,
         prefix_tokens=s.prefix_tokens,
         suffix_tokens=s.suffix_tokens,
         keystroke_prefill_ms=s.keystroke_prefill_ms,
@@ -216,6 +271,8 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         ls.settings = settings
         ls.service.set_options(completion_options(settings))
         ls._init_problems = problems
+        folders = [f.uri for f in params.workspace_folders or ()]
+        ls.service.set_workspace_roots(folders or [params.root_uri or params.root_path or ""])
         ls.log_handler.loop = asyncio.get_running_loop()
         if params.process_id:
             watch_parent(params.process_id)
@@ -256,6 +313,37 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
     def did_change(ls: GhostfimServer, params: types.DidChangeTextDocumentParams) -> None:
         doc = ls.workspace.get_text_document(params.text_document.uri)
         ls.service.document_changed(doc.uri, doc.source)
+        last = params.content_changes[-1] if params.content_changes else None
+        line = (
+            last.range.start.line
+            if isinstance(last, types.TextDocumentContentChangePartial)
+            else None
+        )
+        ls.service.document_edited(doc.uri, doc.source, line)  # context from other files
+
+    # --- context from other files (engine/context.py): what feeds the ring -------------------
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: GhostfimServer, params: types.DidOpenTextDocumentParams) -> None:
+        item = params.text_document
+        ls.service.document_opened(item.uri, item.text)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: GhostfimServer, params: types.DidSaveTextDocumentParams) -> None:
+        protocol = ls.protocol
+        uri = params.text_document.uri
+        doc = protocol.document(uri) if isinstance(protocol, SyncedProtocol) else None
+        if doc is not None:
+            ls.service.document_saved(doc.uri, doc.source)
+
+    @server.feature("ghostfim/context")
+    def client_context(ls: GhostfimServer, params: Any = None) -> None:
+        """`{uri?, text}`: text the client wants the model to see (a yank, a related file)."""
+        text = getattr(params, "text", None)
+        if not isinstance(text, str):
+            log.warning("ghostfim/context needs {text: string}; ignored")
+            return
+        uri = getattr(params, "uri", None)
+        ls.service.client_context(text, uri if isinstance(uri, str) else None)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: GhostfimServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -276,11 +364,12 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
             # Every request is answered in bounded time: on a starved CPU one prefill can take
             # minutes, and a client waiting on it shows nothing anyway. The wait's cancellation
             # stops the model job, as $/cancelRequest does.
-            answer = await asyncio.wait_for(
-                ls.service.complete(state, explicit=explicit), REQUEST_DEADLINE_S
+            deadline = ls.service.answer_deadline_s(
+                explicit, REQUEST_DEADLINE_S, EXPLICIT_DEADLINE_S
             )
+            answer = await asyncio.wait_for(ls.service.complete(state, explicit=explicit), deadline)
         except asyncio.TimeoutError:
-            log.warning("%s: no suggestion within %.0f s; answered empty", uri, REQUEST_DEADLINE_S)
+            log.warning("%s: no suggestion within %.0f s; answered empty", uri, deadline)
             return types.InlineCompletionList(items=[])
         if not answer.text:
             return types.InlineCompletionList(items=[])
@@ -353,6 +442,13 @@ def run_server(tcp: str | None = None, model: str | None = None) -> int:
     root.setLevel(logging.INFO)
     root.propagate = False
     logging.getLogger("ghostfim.llama").setLevel(logging.WARNING)
+    if trace_path := os.environ.get("GHOSTFIM_TRACE"):
+        # Every model job and prompt, with millisecond times, to a file (never the client).
+        trace = logging.FileHandler(trace_path, encoding="utf-8")
+        trace.setFormatter(logging.Formatter("%(relativeCreated).1f %(name)s %(message)s"))
+        server.log_handler.setLevel(logging.INFO)
+        root.addHandler(trace)
+        root.setLevel(logging.DEBUG)
     try:
         if tcp:
             host, _, port = tcp.rpartition(":")

@@ -30,6 +30,9 @@ class Settings:
     suffix_tokens: int = 256
     keystroke_prefill_ms: float = 80.0
     max_rest_of_line: int = 8  # no automatic suggestion when more follows the cursor
+    postprocess: bool = True  # clean-up rules on every suggestion (off: for comparisons)
+    extra_context: bool = False  # chunks of other files before full prompts (engine/context.py)
+    extra_context_tokens: int | None = None  # their token budget; None: "auto", 0: off
     backend: str = "local"
     backend_url: str = ""
     backend_model: str = ""
@@ -102,6 +105,12 @@ def _debounce(v: Any) -> float | None:
     return _number_range(0, 2000)(v)
 
 
+def _extra_context_tokens(v: Any) -> int | None:
+    if v == "auto" or v is None:
+        return None
+    return _int_range(0, 16_384)(v)
+
+
 def _model_size(v: Any) -> str | None:
     return None if v is None else _choice(MODEL_SIZES)(v)
 
@@ -119,6 +128,9 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "suffixTokens": ("suffix_tokens", _int_range(0, 16_384)),
     "keystrokePrefillMs": ("keystroke_prefill_ms", _number_range(1, 10_000)),
     "maxRestOfLine": ("max_rest_of_line", _int_range(0, 10_000)),
+    "postprocess": ("postprocess", _bool),
+    "extraContext": ("extra_context", _bool),
+    "extraContextTokens": ("extra_context_tokens", _extra_context_tokens),
     "backend": ("backend", _choice(BACKENDS)),
     "backendUrl": ("backend_url", _str),
     "backendModel": ("backend_model", _str),
@@ -171,7 +183,8 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
             changes[name] = validate(value)
         except ValueError as exc:
             default = getattr(defaults, name)
-            shown = "auto" if default is None and name == "debounce_ms" else default
+            auto = ("debounce_ms", "extra_context_tokens")
+            shown = "auto" if default is None and name in auto else default
             problems.append(f"ghostfim.{key}: {value!r} is invalid ({exc}); using {shown!r}")
             changes[name] = default
     return replace(base, **changes), problems
@@ -186,7 +199,7 @@ def settings_to_client(settings: Settings) -> dict[str, Any]:
         if key is None:
             continue
         value = getattr(settings, f.name)
-        if f.name == "debounce_ms" and value is None:
+        if f.name in ("debounce_ms", "extra_context_tokens") and value is None:
             value = "auto"
         if key.startswith("model."):
             out.setdefault("model", {})[key.split(".", 1)[1]] = value

@@ -12,26 +12,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # gguf_factory
 
 from gguf_factory import tiny_model_path
 
-SAMPLE = (
-    '''import math
+from bench.sample import stats_before_cursor
 
-
-def mean(values):
-    """Arithmetic mean of a non-empty list."""
-    return sum(values) / len(values)
-
-
-def variance(values):
-    """Population variance."""
-    m = mean(values)
-    return sum((v - m) ** 2 for v in values) / len(values)
-
-
-def stddev(values):
-    """Population standard deviation."""
-'''
-    + "    \n"
-)  # the cursor's line: indented, empty
+SAMPLE = stats_before_cursor() + "\n"  # the cursor's line: indented, empty
 
 
 @pytest.fixture(scope="session")

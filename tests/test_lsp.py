@@ -169,6 +169,20 @@ async def test_typing_session_gets_ghost_text_and_stats(server: LspProcess) -> N
 
 
 @pytest.mark.model
+async def test_explicit_invocation_is_answered_whole(server: LspProcess) -> None:
+    """Automatic requests are answered at the first visible text; an explicit one (the user
+    waits for it, a client may ignore ghostfim/ghostText) gets the finished suggestion."""
+    editor = editor_at_stddev(server)
+    await editor.open()
+    for ch in "return math.":
+        await editor.type(ch)
+    _, fut = await editor.request(trigger=1)
+    answer = items(await asyncio.wait_for(fut, 120))
+    assert answer and answer[0].startswith("sqrt("), answer
+    assert answer[0].count("(") == answer[0].count(")"), answer
+
+
+@pytest.mark.model
 async def test_cancel_request_stops_engine_work(server: LspProcess) -> None:
     text = SOURCE + "\n\nclass Matrix:\n    "
     editor = Editor(server, text, text.count("\n"), 4)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.session import CancelToken, CompletionRequest, ModelSession
+from engine.speed import PrefillCostModel
 
 
 def test_reuses_longest_common_prefix_and_tracks_cached_tokens(tiny_session: ModelSession) -> None:
@@ -58,3 +61,41 @@ def test_generation_stops_at_max_tokens(tiny_session: ModelSession) -> None:
         CompletionRequest(prefix="x = ", suffix="", max_tokens=3, multiline="always")
     )
     assert c.timings.decode_tokens <= 3
+
+
+def test_new_place_starts_narrow_and_moves_to_the_wide_window_prepared_in_background(
+    tiny_session: ModelSession,
+) -> None:
+    s = tiny_session
+    saved = (s.keystroke_start_tokens, s.keystroke_wide_tokens, s.cost)
+    # A slow machine (frozen, so the tiny model's real speed does not refit it): a keystroke
+    # may decode ~20 tokens; the wide window is far more.
+    s.keystroke_start_tokens, s.keystroke_wide_tokens = 24, 160
+    s.cost = FrozenCost(fixed_ms=40.0, per_token_ms=20.0)
+    try:
+        prefix = "".join(f"total_{i} = compute(total_{i - 1}, {i})\n" for i in range(1, 40))
+        request = CompletionRequest(
+            prefix=prefix + "resu", suffix="\n", doc_id="wide", mode="keystroke", max_tokens=2
+        )
+        first = s.complete(request)
+        narrow_slot = s._slot
+        assert first.widen and first.timings.prefill_new_tokens <= 80
+        # The background job prepares the wide window in the other keystroke slot.
+        prepared = s.complete(replace(request, background=True, max_tokens=0))
+        assert not prepared.widen and s._slot != narrow_slot
+        assert prepared.timings.prefill_new_tokens > 100
+        # The next keystroke finds it in the cache and uses it: only the typed tokens are new.
+        typed = s.complete(replace(request, prefix=prefix + "resul"))
+        assert not typed.widen and s._slot != narrow_slot
+        assert typed.timings.prefill_new_tokens <= 3
+        assert typed.timings.prefill_reused_tokens > 100
+        # Preparing again costs nothing.
+        again = s.complete(replace(request, prefix=prefix + "resul", background=True, max_tokens=0))
+        assert again.timings.prefill_new_tokens == 0
+    finally:
+        s.keystroke_start_tokens, s.keystroke_wide_tokens, s.cost = saved
+
+
+class FrozenCost(PrefillCostModel):
+    def observe(self, n_tokens: int, ms: float) -> None:
+        pass

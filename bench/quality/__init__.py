@@ -1,0 +1,1 @@
+"""Completion-quality benchmark (`python -m bench.quality`): see bench/quality/run.py."""

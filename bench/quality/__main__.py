@@ -1,0 +1,3 @@
+from bench.quality.run import main
+
+raise SystemExit(main())
