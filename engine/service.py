@@ -44,6 +44,7 @@ log = logging.getLogger("ghostfim.service")
 
 PREFIX_WINDOW_CHARS = 64_000  # text before the cursor handed to the prompt builder
 SUFFIX_WINDOW_CHARS = 16_000
+SLOW_PREFILL_MS_PER_TOKEN = 15.0  # slower than this at load: explicit requests may wait longer
 PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keystroke one cut it)
 SPECULATIVE_MAX_TOKENS = 24
 CONSISTENCY_CHARS = 64  # text either side of a job's cursor that must survive an edit
@@ -606,15 +607,18 @@ class CompletionService:
         """How long a request may take before it is answered empty.
 
         Automatic requests: `automatic_s` (a late suggestion is useless in an editor). An
-        explicit one gets the full prompt, whose cold prefill is seconds on a GPU-less machine
-        (~20 s for the small model on 2 cores): twice what this machine's measured prefill
-        speed predicts for it, never less than `automatic_s`, never more than `longest_s`.
+        explicit one gets the full prompt; on a slow model (one that prefilled slower than
+        SLOW_PREFILL_MS_PER_TOKEN when it loaded: the small model on 2 CPU cores, ~20 ms) its
+        cold prefill takes ~20 s, so it may take twice what the measured prefill speed
+        predicts, at most `longest_s`. A fast model (the tiny one: ~7 ms, ~5 s for a full
+        prompt) keeps `automatic_s`, so that a busy machine never makes it hang.
         """
-        cost = getattr(self.session, "cost", None)
-        if not explicit or cost is None:
+        session = self.session
+        at_load = getattr(session, "calibrated_ms_per_token", None)
+        if not explicit or at_load is None or at_load < SLOW_PREFILL_MS_PER_TOKEN:
             return automatic_s
         tokens = self.options.prefix_tokens + self.options.suffix_tokens
-        expected_s = cost.predict_ms(tokens) / 1000
+        expected_s = session.cost.predict_ms(tokens) / 1000  # type: ignore[union-attr]
         return min(longest_s, max(automatic_s, 2 * expected_s + 2))
 
     def _expected_first_token_ms(self) -> float:

@@ -194,6 +194,7 @@ class ModelSession:
         # calibration says the machine cannot prefill that much at once.
         self.keystroke_start_tokens = prefix_tokens
         self.keystroke_wide_tokens = prefix_tokens
+        self.calibrated_ms_per_token: float | None = None  # prefill speed measured at load
         self.decode_steps = 0  # one-token decodes run (counted so tests can see work stop)
         self.prefill_chunks = 0
         self._active: CancelToken = NEVER_CANCELLED
@@ -278,6 +279,7 @@ class ModelSession:
                 self.cost.observe(n, (time.perf_counter() - start) * 1000)
         self.model.kv_clear()
         self._slots = [[] for _ in range(N_SLOTS)]
+        self.calibrated_ms_per_token = self.cost.per_token_ms
         wide = self.cost.tokens_within(KEYSTROKE_WIDE_MS) // 64 * 64
         self.keystroke_wide_tokens = min(self.prefix_tokens, max(MIN_WIDE_TOKENS, wide))
         start = self.cost.tokens_within(KEYSTROKE_START_MS) // 8 * 8

@@ -874,8 +874,10 @@ async def test_serve_with_a_remote_backend(
 
         # An edit that leaves the suggestion cancels it: the stream closes, generation stops.
         counting = await open_document(COUNTING + "\n", 0, len(COUNTING))
-        _, fut = await counting.request(trigger=1)
-        await asyncio.wait_for(fut, timeout_s)  # answered early; the suggestion streams on
+        # Automatic: answered at the first visible text while the suggestion streams on (an
+        # explicit request would be answered only once the suggestion is finished).
+        _, fut = await counting.request(trigger=2)
+        await asyncio.wait_for(fut, timeout_s)
         disconnects = llm.log().count(llm.dropped_marker)
         await counting.type("#")  # not what the model is writing
         await asyncio.to_thread(wait_until_idle, llm.pid, 30)

@@ -86,3 +86,33 @@ def test_prefill_cost_model_fits_fixed_and_per_token_cost() -> None:
     assert abs(m.fixed_ms - 40) < 1 and abs(m.per_token_ms - 5) < 0.1
     assert m.tokens_within(80) == 8
     assert m.tokens_within(10) == 1
+
+
+def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
+    from types import SimpleNamespace
+
+    from engine.service import CompletionService
+
+    class NoEvents:
+        def __getattr__(self, name: str) -> object:
+            return lambda *args, **kwargs: None
+
+    service = CompletionService(NoEvents())  # type: ignore[arg-type]
+    assert service.answer_deadline_s(True, 8.0, 120.0) == 8.0  # no model: the usual deadline
+    fast = SimpleNamespace(
+        cost=PrefillCostModel(fixed_ms=5.0, per_token_ms=30.0), calibrated_ms_per_token=7.0
+    )
+    service.session = fast  # type: ignore[assignment]
+    assert service.answer_deadline_s(True, 8.0, 120.0) == 8.0  # fast at load: never longer
+    slow = SimpleNamespace(
+        cost=PrefillCostModel(fixed_ms=45.0, per_token_ms=21.0), calibrated_ms_per_token=21.0
+    )
+    service.session = slow  # type: ignore[assignment]
+    assert service.answer_deadline_s(False, 8.0, 120.0) == 8.0  # automatic: never longer
+    deadline = service.answer_deadline_s(True, 8.0, 120.0)
+    assert 40.0 < deadline < 50.0  # ~21.5 s for 1024 tokens, twice that plus 2 s
+    crawling = SimpleNamespace(
+        cost=PrefillCostModel(fixed_ms=45.0, per_token_ms=200.0), calibrated_ms_per_token=21.0
+    )
+    service.session = crawling  # type: ignore[assignment]
+    assert service.answer_deadline_s(True, 8.0, 120.0) == 120.0
