@@ -107,16 +107,21 @@ def check_model_file(path: Path) -> None:
     a GGUF, truncated, an unknown architecture) without loading its weights: llama.cpp reads
     the metadata, checks every tensor's bounds and builds the vocabulary only (0.2 s for a
     135M model). For a switch that is skipped, so that a broken file is still reported."""
-    init_backend()
-    check_gguf_header(path)
     mparams = llama_cpp.llama_model_default_params()
     mparams.vocab_only = True
+    llama_cpp.llama_model_free(_load_model_file(path, mparams))
+
+
+def _load_model_file(path: Path, mparams: llama_cpp.llama_model_params) -> llama_cpp.llama_model_p:
+    """llama.cpp's model load, after our own header check; ModelLoadError when it fails."""
+    init_backend()
+    check_gguf_header(path)
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
     if not model:
         raise ModelLoadError(
             f"llama.cpp could not load {path} (corrupt, truncated or unsupported GGUF)"
         )
-    llama_cpp.llama_model_free(model)
+    return model
 
 
 @dataclass
@@ -284,15 +289,9 @@ def load(
     n_seq: int = 1,
 ) -> NativeModel:
     """Load a GGUF model and create one context with room for n_ctx tokens."""
-    init_backend()
-    check_gguf_header(path)
     mparams = llama_cpp.llama_model_default_params()
     mparams.n_gpu_layers = n_gpu_layers
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
-    if not model:
-        raise ModelLoadError(
-            f"llama.cpp could not load {path} (corrupt, truncated or unsupported GGUF)"
-        )
+    model = _load_model_file(path, mparams)
     vocab = llama_cpp.llama_model_get_vocab(model)
     threads = n_threads or default_threads()
     cparams = llama_cpp.llama_context_default_params()
