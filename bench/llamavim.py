@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from bench.traces import Edit, Keystroke, Trace
+from bench.traces import Edit, Keystroke, Trace, new_record
 
 HASH_SEPARATOR = "Î"  # what llama.vim puts between prefix+middle and suffix before hashing
 _LEADING_WS = re.compile(r"[ \t]*")  # Vim's \s is space and tab only
@@ -562,28 +562,18 @@ class _StateLog(Observer):
         if key.jump:
             self.current = None
             return
-        self.current = {
-            "trace": trace.name,
-            "index": index,
-            "at_ms": key.at_ms,
-            "gap_ms": key.gap_ms,
-            "is_pause": key.is_pause,
-            "rest_of_line": key.rest_of_line,
-            "shown_at_ms": None,
-            "shown_text": "",
-            "requested": False,
-            "source": "none",
-            "ttft_ms": None,
-            "prompt_tokens": None,
-            "reused_tokens": None,
-            "generated_tokens": None,
-            "cancelled": False,
+        self.current = new_record(
+            trace,
+            index,
+            key,
+            "",
+            requested=False,  # llama.vim decides per keystroke whether to ask
             # Not in the shared format, kept because they explain llama.vim's numbers:
-            "late": False,  # this state's answer came after the next keystroke
-            "http_ms": None,
-            "speculative_requests": 0,
-            "speculative_prompt_tokens": 0,
-        }
+            late=False,  # this state's answer came after the next keystroke
+            http_ms=None,
+            speculative_requests=0,
+            speculative_prompt_tokens=0,
+        )
         self.records.append(self.current)
 
     def end(self, visible: str) -> None:

@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.lspclient import LspProcess, Notification
-from bench.traces import Keystroke, Trace, build_traces
+from bench.traces import Keystroke, Record, Trace, build_traces, new_record
 from engine.timings import percentile
-
-Record = dict[str, Any]
 
 
 # --- shared scoring -------------------------------------------------------------------------------
@@ -114,30 +112,6 @@ def peak_rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-def new_record(trace: Trace, index: int, k: Keystroke, carried: str, **private: Any) -> Record:
-    """A keystroke state before anything is known of its answer (keys starting with _ are
-    the client's own bookkeeping, dropped from the report)."""
-    return {
-        "trace": trace.name,
-        "index": index,
-        "at_ms": k.at_ms,
-        "gap_ms": k.gap_ms,
-        "is_pause": k.is_pause,
-        "rest_of_line": k.rest_of_line,
-        "shown_at_ms": 0.0 if carried else None,
-        "shown_text": carried,
-        "requested": True,
-        "source": "none",
-        "ttft_ms": None,
-        "prompt_tokens": None,
-        "reused_tokens": None,
-        "generated_tokens": None,
-        "cancelled": False,
-        "_closed": False,
-        **private,
-    }
 
 
 async def typed_in_real_time(trace: Trace) -> AsyncIterator[tuple[int, Keystroke]]:

@@ -16,6 +16,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PAUSE_MS = 400.0  # a gap at least this long before the next keystroke is a pause
 END_OF_LINE_PAUSE_MS = 1500.0
@@ -178,3 +179,31 @@ def build_traces(*, files: int = 6, lines_per_file: int = 3, seed: int = 7) -> l
         if len(traces) >= files:
             break
     return traces
+
+
+Record = dict[str, Any]
+
+
+def new_record(trace: Trace, index: int, k: Keystroke, carried: str, **extra: Any) -> Record:
+    """A keystroke state before anything is known of its answer, in the format every replay
+    client reports (bench/replay.py). `extra` adds or overrides keys; those starting with _
+    are the client's own bookkeeping, dropped from the report."""
+    return {
+        "trace": trace.name,
+        "index": index,
+        "at_ms": k.at_ms,
+        "gap_ms": k.gap_ms,
+        "is_pause": k.is_pause,
+        "rest_of_line": k.rest_of_line,
+        "shown_at_ms": 0.0 if carried else None,
+        "shown_text": carried,
+        "requested": True,
+        "source": "none",
+        "ttft_ms": None,
+        "prompt_tokens": None,
+        "reused_tokens": None,
+        "generated_tokens": None,
+        "cancelled": False,
+        "_closed": False,
+        **extra,
+    }

@@ -716,14 +716,17 @@ class CompletionService:
         )
         # An automatic request is answered at the first visible text (the rest streams in
         # ghostfim/ghostText); an explicit one, which the user waits for, gets it whole.
-        waiter = asyncio.ensure_future(asyncio.Event().wait() if explicit else first_visible.wait())
+        waiters: set[asyncio.Future[Any]] = {job_future}
+        if not explicit:
+            waiters.add(asyncio.ensure_future(first_visible.wait()))
         try:
-            await asyncio.wait({waiter, job_future}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             job.cancel.cancel()  # $/cancelRequest before the answer: stop the work
             raise
         finally:
-            waiter.cancel()
+            for waiter in waiters - {job_future}:
+                waiter.cancel()
         if job_future.done() and not job_future.cancelled() and job_future.exception() is None:
             return Answer(job_future.result().text, "model")
         if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):

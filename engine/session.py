@@ -47,6 +47,8 @@ log = logging.getLogger("ghostfim.session")
 SLOT_FULL = 0
 KEYSTROKE_SLOTS = (1, 2)
 N_SLOTS = 3
+# Cells each slot keeps free beyond its prompt: what is generated after it, and some slack.
+GENERATION_ROOM = 256 + 64
 # A keystroke prompt's prefix window is what a cold prefill decodes in about this long, so the
 # first keystroke at a new place shows ghost text soon (on a GPU: the whole prefix budget) ...
 KEYSTROKE_START_MS = 500.0
@@ -146,13 +148,6 @@ class ModelInfo:
         }
 
 
-def _line_around_cursor(prefix: str, suffix: str) -> tuple[str, str]:
-    before = prefix[prefix.rfind("\n") + 1 :]
-    nl = suffix.find("\n")
-    after = suffix if nl < 0 else suffix[:nl]
-    return before, after
-
-
 class ModelSession:
     """One loaded model, one context, one KV cache (sequence 0) and the tokens it holds."""
 
@@ -169,8 +164,7 @@ class ModelSession:
         self.model = model
         self.info = info
         self.template: FimTemplate = _template_of(model)
-        # Each slot needs room for its prompt and what is generated after it.
-        room = model.n_ctx // N_SLOTS - 256 - 64
+        room = model.n_ctx // N_SLOTS - GENERATION_ROOM
         prefix_tokens = max(16, min(prefix_tokens, int(room * 0.7 / 1.25)))
         suffix_tokens = max(0, min(suffix_tokens, room - int(prefix_tokens * 1.25)))
         self.builder = PromptBuilder(
@@ -415,7 +409,7 @@ class ModelSession:
             # --- context from other files, before the FIM prefix (engine/context.py) ---
             room = (
                 self.model.n_ctx // N_SLOTS
-                - 320
+                - GENERATION_ROOM
                 - int(self.prefix_tokens * 1.25)
                 - self.builder.suffix_budget
             )
