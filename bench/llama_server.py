@@ -7,7 +7,7 @@ so the comparison is about the serving strategy, not the inference code.
 Everything lives in ~/.cache/ghostfim/bench (never in the repository): the sdist, the extracted
 llama.cpp sources (other benchmarks read C/C++ files from there), the build tree and the binary.
 
-Run `python -m bench.llama_server` to build (or find) the binary and print its path.
+Run `python -m ghostfim.bench.llama_server` to build (or find) the binary and print its path.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A keystroke-replay client that behaves like llama.vim in front of llama-server `/infill`.
 
-This is the comparison anchor of the latency benchmark: it replays a `bench.traces.Trace` in
+This is the comparison anchor of the latency benchmark: it replays a `ghostfim.bench.traces.Trace` in
 real time and, on every keystroke, does what llama.vim (ggml-org/llama.vim, autoload/llama.vim)
 does in insert mode with its default settings. Written from a reading of that plugin, not copied.
 
@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from bench.traces import Edit, Keystroke, Trace, new_record
+from ghostfim.bench.traces import Edit, Keystroke, Trace, new_record
 
 HASH_SEPARATOR = "Î"  # what llama.vim puts between prefix+middle and suffix before hashing
 _LEADING_WS = re.compile(r"[ \t]*")  # Vim's \s is space and tab only

@@ -1,6 +1,6 @@
 """Where one keystroke's time goes, end to end, on a warm cache.
 
-    python -m bench.profile_keystroke [--model small] [--keystrokes 30]
+    python -m ghostfim.bench.profile_keystroke [--model small] [--keystrokes 30]
 
 Part 1 drives `ghostfim serve` over stdio like an editor (didChange + inlineCompletion, waiting
 for each answer) and splits the client-measured time to the answer into the server's own stages
@@ -22,15 +22,15 @@ import sys
 import time
 from typing import Any
 
-from bench.lspclient import LspProcess
-from bench.sample import stats_before_cursor
+from ghostfim.bench.lspclient import LspProcess
+from ghostfim.bench.sample import stats_before_cursor
 
 TEXT = stats_before_cursor()
 TYPED = "return math.sqrt(variance(values)) if values else 0.0  # sample"
 
 
 async def over_lsp(model: str, n: int) -> dict[str, float]:
-    client = await LspProcess.start([sys.executable, "-m", "lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
     await client.initialize({"model": {"size": model}, "debounceMs": 0})
     await client.wait_ready()
     uri = "file:///profile/stats.py"
@@ -97,8 +97,8 @@ async def over_lsp(model: str, n: int) -> dict[str, float]:
 
 
 def in_process(model: str, n: int) -> str:
-    from engine.loader import load_session
-    from engine.session import CompletionRequest
+    from ghostfim.engine.loader import load_session
+    from ghostfim.engine.session import CompletionRequest
 
     session = load_session(model, progress=False)
     prefix, suffix = TEXT, "\n"

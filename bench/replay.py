@@ -1,6 +1,6 @@
 """Keystroke-replay latency benchmark: ghostfim vs. llama-server (llama.vim's pattern) vs. naive.
 
-    python -m bench.replay [--systems ghostfim,llama-server,naive] [--model small|PATH]
+    python -m ghostfim.bench.replay [--systems ghostfim,llama-server,naive] [--model small|PATH]
                            [--files 6] [--lines 3] [--json docs/benchmarks.json]
 
 Every system replays the same traces (bench/traces.py: lines of real files typed at a human
@@ -31,9 +31,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.lspclient import LspProcess, Notification
-from bench.traces import Keystroke, Record, Trace, build_traces, new_record
-from engine.timings import percentile
+from ghostfim.bench.lspclient import LspProcess, Notification
+from ghostfim.bench.traces import Keystroke, Record, Trace, build_traces, new_record
+from ghostfim.engine.timings import percentile
 
 
 # --- shared scoring -------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def _on_answer(fut: asyncio.Future[Any], rec: Record, show: Any) -> None:
 async def run_ghostfim(
     traces: list[Trace], model: str, settings: dict[str, Any] | None = None
 ) -> tuple[list[Record], float | None]:
-    client = await LspProcess.start([sys.executable, "-m", "lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
     await client.initialize(
         {
             "model": {"size": model}
@@ -363,7 +363,7 @@ async def run_llama_server(
 ) -> tuple[list[Record], float | None]:
     import httpx
 
-    from bench import llama_server, llamavim
+    from ghostfim.bench import llama_server, llamavim
 
     binary = llama_server.ensure_llama_server()
     proc, base_url = llama_server.start_llama_server(
@@ -413,7 +413,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.models import resolve_model
+    from ghostfim.engine.models import resolve_model
 
     traces = build_traces(files=args.files, lines_per_file=args.lines, seed=args.seed)
     model_path = resolve_model(args.model).path
@@ -442,7 +442,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "model": str(model_path),
-        "command": "python -m bench.replay " + " ".join(sys.argv[1:]),
+        "command": "python -m ghostfim.bench.replay " + " ".join(sys.argv[1:]),
         "traces": [
             {"name": t.name, "path": t.path, "keystrokes": sum(not k.jump for k in t.keystrokes)}
             for t in traces

@@ -1,6 +1,6 @@
 """What the completion service needs from whatever generates suggestions.
 
-`engine.session.ModelSession` (the in-process model) is one; a remote inference server behind
+`ghostfim.engine.session.ModelSession` (the in-process model) is one; a remote inference server behind
 HTTP (llama-server, an OpenAI-compatible server, Ollama) is another. The service calls these
 from its single model thread; `cancel` may be set from any thread and must stop the work (a
 remote backend closes its stream so the server stops generating).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from engine.session import CancelToken, Completion, CompletionRequest, ModelInfo, OnText
+from ghostfim.engine.session import CancelToken, Completion, CompletionRequest, ModelInfo, OnText
 
 
 class CompletionBackend(Protocol):

@@ -55,9 +55,9 @@ from urllib.parse import unquote, urlparse
 
 from cachetools import LRUCache
 
-from engine.fim import FimTemplate
-from engine.prompt import PromptParts
-from engine.speed import PrefillCostModel
+from ghostfim.engine.fim import FimTemplate
+from ghostfim.engine.prompt import PromptParts
+from ghostfim.engine.speed import PrefillCostModel
 
 MAX_CHUNKS = 16  # chunks the ring holds (llama.vim's ring_n_chunks)
 CHUNK_LINES = 32  # lines a chunk holds at most (llama.vim picks half its ring_chunk_size, 64)

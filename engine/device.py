@@ -33,7 +33,7 @@ def cuda_gpu_name() -> str | None:
 
 def build_supports_gpu() -> bool:
     """Whether the installed llama.cpp was built with a GPU backend."""
-    from engine import native  # imported late: the CLI's `models` must not need llama.cpp
+    from ghostfim.engine import native  # imported late: the CLI's `models` must not need llama.cpp
 
     return native.supports_gpu_offload()
 

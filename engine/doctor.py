@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine import build_flags
-from engine.device import cuda_gpu_name
-from engine.models import list_models
+from ghostfim.engine import build_flags
+from ghostfim.engine.device import cuda_gpu_name
+from ghostfim.engine.models import list_models
 
 PROBE_TIMEOUT_S = 180
 
@@ -24,7 +24,7 @@ def _probe_child(model_path: str) -> None:
     """Runs in the child: load, decode a short prompt, generate one token, report as JSON."""
     import time
 
-    from engine.session import CompletionRequest, ModelSession
+    from ghostfim.engine.session import CompletionRequest, ModelSession
 
     start = time.perf_counter()
     session = ModelSession.load(Path(model_path), calibrate=True)
@@ -111,7 +111,7 @@ def run_doctor() -> int:
         [
             sys.executable,
             "-c",
-            f"from engine.doctor import _probe_child; _probe_child({model['path']!r})",
+            f"from ghostfim.engine.doctor import _probe_child; _probe_child({model['path']!r})",
         ],
         capture_output=True,
         text=True,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from engine.device import cuda_gpu_name
-from engine.models import PRESETS, models_dir, resolve_model
-from engine.session import N_SLOTS, ModelSession
+from ghostfim.engine.device import cuda_gpu_name
+from ghostfim.engine.models import PRESETS, models_dir, resolve_model
+from ghostfim.engine.session import N_SLOTS, ModelSession
 
 log = logging.getLogger("ghostfim.loader")
 
@@ -23,7 +23,7 @@ def load_session(
 ) -> ModelSession:
     """Resolve the model (cache, hub, offline mirror) and load it.
 
-    Raises engine.models.ModelNotFoundError or engine.native.ModelLoadError with a message that
+    Raises ghostfim.engine.models.ModelNotFoundError or ghostfim.engine.native.ModelLoadError with a message that
     names the file and what was tried.
     """
     has_gpu = cuda_gpu_name() is not None
@@ -41,9 +41,9 @@ def load_session(
 
 def check_model(spec: str | None) -> None:
     """Raise what loading `spec` would raise for a file that is missing or broken, without
-    loading it (see engine.native.check_model_file). Presets are not checked: resolving one
+    loading it (see ghostfim.engine.native.check_model_file). Presets are not checked: resolving one
     may download it."""
-    from engine import native
+    from ghostfim.engine import native
 
     name = (spec or "").strip()
     if not name or name.lower() in PRESETS:

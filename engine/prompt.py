@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import xxhash
 from cachetools import LRUCache
 
-from engine.fim import FimTemplate
+from ghostfim.engine.fim import FimTemplate
 
 Tokenize = Callable[[str], list[int]]
 

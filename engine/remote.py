@@ -4,13 +4,13 @@ A team shares one server with continuous batching and prefix caching (llama-serv
 llama-cpp-python's server, LM Studio, Ollama); each editor keeps what makes ghostfim fast to
 use: prompt building (the sticky prefix window keeps the server's prefix cache warm), the
 debounce, supersession and cancellation, typed-through reuse, the stop rules, clean-up and the
-stats. These classes implement `engine.backend.CompletionBackend` over HTTP:
+stats. These classes implement `ghostfim.engine.backend.CompletionBackend` over HTTP:
 
     llama-server  POST /infill            input_prefix/input_suffix, cache_prompt, streaming
     openai        POST /v1/completions    a FIM prompt built here from the family's token texts
     ollama        POST /api/generate      raw FIM prompt (known family) or prompt + suffix
 
-Every request streams. Each streamed piece is checked against `engine.stops.StopPolicy`; when a
+Every request streams. Each streamed piece is checked against `ghostfim.engine.stops.StopPolicy`; when a
 stop rule fires (or the request is cancelled) the response is closed at once, and the server,
 seeing the connection drop, stops generating: that is the compute a stop rule saves.
 
@@ -38,11 +38,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from engine.cursor import CursorContext
-from engine.fim import FimTemplate, Layout
-from engine.postprocess import clean_suggestion
-from engine.prompt import PromptBuilder
-from engine.session import (
+from ghostfim.engine.cursor import CursorContext
+from ghostfim.engine.fim import FimTemplate, Layout
+from ghostfim.engine.postprocess import clean_suggestion
+from ghostfim.engine.prompt import PromptBuilder
+from ghostfim.engine.session import (
     NEVER_CANCELLED,
     CancelToken,
     Completion,
@@ -50,8 +50,8 @@ from engine.session import (
     ModelInfo,
     OnText,
 )
-from engine.stops import StopPolicy
-from engine.timings import Timings
+from ghostfim.engine.stops import StopPolicy
+from ghostfim.engine.timings import Timings
 
 log = logging.getLogger("ghostfim.remote")
 
@@ -142,7 +142,7 @@ class FimText:
         return f"{self.pre}{prefix}{self.suf}{suffix}{self.mid}"
 
 
-# The same families engine.fim detects from a vocabulary, here by the texts of their tokens.
+# The same families ghostfim.engine.fim detects from a vocabulary, here by the texts of their tokens.
 FIM_TEXTS: dict[str, FimText] = {
     "qwen": FimText(
         "qwen",

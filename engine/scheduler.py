@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from engine.session import CancelToken
+from ghostfim.engine.session import CancelToken
 
 log = logging.getLogger("ghostfim.scheduler")
 

@@ -31,14 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from engine.backend import CompletionBackend
-from engine.context import CHANGE_PICK_S, ContextRing, ExtraContext, document_name, root_path
-from engine.postprocess import too_much_after_cursor
-from engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
-from engine.session import Completion, CompletionRequest
-from engine.stops import Multiline
-from engine.suggestions import Suggestion, SuggestionCache
-from engine.timings import percentile
+from ghostfim.engine.backend import CompletionBackend
+from ghostfim.engine.context import CHANGE_PICK_S, ContextRing, ExtraContext, document_name, root_path
+from ghostfim.engine.postprocess import too_much_after_cursor
+from ghostfim.engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from ghostfim.engine.session import Completion, CompletionRequest
+from ghostfim.engine.stops import Multiline
+from ghostfim.engine.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.timings import percentile
 
 log = logging.getLogger("ghostfim.service")
 
@@ -68,7 +68,7 @@ class CompletionOptions:
     max_tokens: int = 64
     multiline: Multiline = "auto"
     debounce_ms: float | None = None  # None: adaptive
-    max_rest_of_line: int = 8  # llama.vim's max_line_suffix (engine.postprocess)
+    max_rest_of_line: int = 8  # llama.vim's max_line_suffix (ghostfim.engine.postprocess)
     prefix_tokens: int = 768
     suffix_tokens: int = 256
     keystroke_prefill_ms: float = 80.0
@@ -287,7 +287,7 @@ class CompletionService:
         self, spec: str | None, *, n_gpu_layers: int = -1, key: Hashable = None
     ) -> asyncio.Future[bool]:
         """`load_model`, registered now (see `request_backend`)."""
-        from engine.loader import check_model, load_session  # llama.cpp only when needed
+        from ghostfim.engine.loader import check_model, load_session  # llama.cpp only when needed
 
         opts = self.options
         return self.request_backend(

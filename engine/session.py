@@ -27,16 +27,16 @@ from typing import Literal
 import llama_cpp
 import numpy as np
 
-from engine import native
-from engine.context import ExtraContext, ExtraContextBuilder
-from engine.cursor import CursorContext
-from engine.fim import FimTemplate, detect_template
-from engine.postprocess import clean_suggestion
-from engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
-from engine.speed import PrefillCostModel
-from engine.stops import Multiline, StopPolicy
-from engine.timings import Timings
-from engine.vocab import VocabIndex
+from ghostfim.engine import native
+from ghostfim.engine.context import ExtraContext, ExtraContextBuilder
+from ghostfim.engine.cursor import CursorContext
+from ghostfim.engine.fim import FimTemplate, detect_template
+from ghostfim.engine.postprocess import clean_suggestion
+from ghostfim.engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
+from ghostfim.engine.speed import PrefillCostModel
+from ghostfim.engine.stops import Multiline, StopPolicy
+from ghostfim.engine.timings import Timings
+from ghostfim.engine.vocab import VocabIndex
 
 log = logging.getLogger("ghostfim.session")
 
@@ -211,7 +211,7 @@ class ModelSession:
         **session_options: float,
     ) -> ModelSession:
         """Load a GGUF file; n_gpu_layers=-1 offloads every layer when a CUDA GPU is usable."""
-        from engine.device import cuda_gpu_name, has_usable_cuda_gpu
+        from ghostfim.engine.device import cuda_gpu_name, has_usable_cuda_gpu
 
         if n_gpu_layers < 0:
             n_gpu_layers = 999 if has_usable_cuda_gpu() else 0

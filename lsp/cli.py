@@ -83,17 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "serve":
-            from lsp.server import run_server
+            from ghostfim.lsp.server import run_server
 
             return run_server(tcp=args.tcp, model=args.model)
         if args.command == "complete":
-            from lsp.complete_cmd import run_complete
+            from ghostfim.lsp.complete_cmd import run_complete
 
             return run_complete(args)
         if args.command == "models":
             return _run_models(args)
         if args.command == "doctor":
-            from engine.doctor import run_doctor
+            from ghostfim.engine.doctor import run_doctor
 
             return run_doctor()
     except UserError as exc:
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from engine.models import PRESET_NAMES, ModelNotFoundError, fetch_model, list_models
+    from ghostfim.engine.models import PRESET_NAMES, ModelNotFoundError, fetch_model, list_models
 
     if args.fetch:
         if args.fetch not in PRESET_NAMES:

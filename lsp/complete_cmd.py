@@ -13,11 +13,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.loader import load_session
-from engine.models import ModelNotFoundError
-from engine.native import ModelLoadError
-from engine.session import Completion, CompletionRequest, ModelSession
-from lsp.cli import UserError, parse_location
+from ghostfim.engine.loader import load_session
+from ghostfim.engine.models import ModelNotFoundError
+from ghostfim.engine.native import ModelLoadError
+from ghostfim.engine.session import Completion, CompletionRequest, ModelSession
+from ghostfim.lsp.cli import UserError, parse_location
 
 
 def split_at(text: str, line: int, col: int, path: Path) -> tuple[str, str]:

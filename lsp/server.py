@@ -19,16 +19,16 @@ from typing import Any, ClassVar
 from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
-from engine.service import CompletionOptions, CompletionService, CursorState
-from lsp.documents import DocumentIndex, cursor_state
-from lsp.rpcguard import (
+from ghostfim.engine.service import CompletionOptions, CompletionService, CursorState
+from ghostfim.lsp.documents import DocumentIndex, cursor_state
+from ghostfim.lsp.rpcguard import (
     EXPLICIT_DEADLINE_S,
     REQUEST_DEADLINE_S,
     GuardedProtocol,
     GuardedServer,
 )
-from lsp.settings import Settings, parse_settings, unwrap_section
-from lsp.textsync import (
+from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
+from ghostfim.lsp.textsync import (
     SyncedProtocol,
     encoding_name,
     open_document,
@@ -161,7 +161,7 @@ class GhostfimServer(GuardedServer):
         if self.settings.backend != "local":
             self._ensure_remote()
             return
-        from engine.loader import model_identity
+        from ghostfim.engine.loader import model_identity
 
         spec = self.settings.model_spec or self.default_model
         n_gpu_layers = self.settings.n_gpu_layers
@@ -173,11 +173,11 @@ class GhostfimServer(GuardedServer):
     def _ensure_remote(self) -> None:
         """Open (or switch to) the remote backend the settings name. Opening only asks the
         server what it serves; a server that is down is retried on every request."""
-        from engine.remote import RemoteConfig, remote_factory  # httpx only when used
+        from ghostfim.engine.remote import RemoteConfig, remote_factory  # httpx only when used
 
         s = self.settings
         config = RemoteConfig(
-            kind=s.backend,  # type: ignore[arg-type]  # validated by lsp.settings
+            kind=s.backend,  # type: ignore[arg-type]  # validated by ghostfim.lsp.settings
             url=s.backend_url,
             model=s.backend_model,
             api_key_env=s.backend_api_key_env,

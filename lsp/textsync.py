@@ -7,7 +7,7 @@ the editor's. It also rebuilds every line of the document for each edit, and rea
 that is not open from disk (any path a client names, however large or binary). `SyncedProtocol`
 replaces pygls' didOpen/didChange/didClose with `SyncedDocument`, which:
 
-- applies edits at code-point offsets from `lsp.documents.LineIndex` (LSP line ends, the
+- applies edits at code-point offsets from `ghostfim.lsp.documents.LineIndex` (LSP line ends, the
   negotiated position encoding) and updates the line index around the edit only;
 - treats out-of-range edit positions the way vscode-languageserver-textdocument does (the
   reference most clients mirror): a line past the end is the end of the document, a column past
@@ -36,7 +36,7 @@ from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
-from lsp.documents import LineIndex, PositionError, chars_to_units, offset_in, units_to_chars
+from ghostfim.lsp.documents import LineIndex, PositionError, chars_to_units, offset_in, units_to_chars
 
 log = logging.getLogger("ghostfim.sync")
 

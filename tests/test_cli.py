@@ -12,7 +12,7 @@ import pytest
 
 def ghostfim(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lsp.cli", *args],
+        [sys.executable, "-m", "ghostfim.lsp.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

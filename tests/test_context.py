@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import (
+from ghostfim.engine.context import (
     DUPLICATE,
     MAX_CLIENT_CHUNKS,
     ContextChunk,
@@ -22,9 +22,9 @@ from engine.context import (
     key_lines,
     similarity,
 )
-from engine.fim import FimTemplate
-from engine.prompt import PromptBuilder
-from engine.session import CompletionRequest, ModelSession
+from ghostfim.engine.fim import FimTemplate
+from ghostfim.engine.prompt import PromptBuilder
+from ghostfim.engine.session import CompletionRequest, ModelSession
 
 
 def code(name: str, n: int = 20, start: int = 0) -> str:
@@ -191,7 +191,7 @@ def test_apply_puts_the_head_after_bos_only() -> None:
     pb = PromptBuilder(words, with_bos, prefix_tokens=40, suffix_tokens=10)
     parts = pb.parts("d", "def f():\n    ", "\nx = 1\n", 1)
     b = ExtraContextBuilder(words, with_bos)
-    from engine.speed import PrefillCostModel
+    from ghostfim.engine.speed import PrefillCostModel
 
     extra = ExtraContext((ContextChunk("o.py", code("o", 4), "file:///o.py"),), "d.py")
     new, n = b.apply(parts, extra, PrefillCostModel(), room=500)
@@ -288,7 +288,7 @@ class NoEvents:
 
 
 def test_service_feeds_the_ring_and_full_requests_only() -> None:
-    from engine.service import CompletionOptions, CompletionService, CursorState
+    from ghostfim.engine.service import CompletionOptions, CompletionService, CursorState
 
     options = CompletionOptions(extra_context=True)
     service = CompletionService(NoEvents(), options)  # type: ignore[arg-type]
@@ -328,8 +328,8 @@ def test_service_feeds_the_ring_and_full_requests_only() -> None:
 
 
 def test_settings() -> None:
-    from lsp.server import completion_options
-    from lsp.settings import parse_settings, settings_to_client
+    from ghostfim.lsp.server import completion_options
+    from ghostfim.lsp.settings import parse_settings, settings_to_client
 
     settings, problems = parse_settings({})
     assert problems == [] and settings.extra_context is False  # off unless measured to help
@@ -349,9 +349,9 @@ async def test_lsp_a_second_opened_file_reaches_the_full_prompt(tiny_gguf: Path)
     import asyncio
     import sys
 
-    from bench.lspclient import LspProcess
+    from ghostfim.bench.lspclient import LspProcess
 
-    client = await LspProcess.start([sys.executable, "-m", "lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
     try:
         options = {"model": {"path": str(tiny_gguf)}, "maxTokens": 4, "extraContext": True}
         await client.initialize(options)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from engine.session import SLOT_FULL, CancelToken, CompletionRequest, ModelSession
+from ghostfim.engine.session import SLOT_FULL, CancelToken, CompletionRequest, ModelSession
 
 pytestmark = pytest.mark.model
 
@@ -46,7 +46,7 @@ def test_typing_one_character_redecodes_only_a_few_tokens(
 def test_full_prompt_holds_whole_suffix_keystroke_prompt_a_budget(
     small_session: ModelSession, sample_source: str
 ) -> None:
-    from engine.prompt import common_prefix_len
+    from ghostfim.engine.prompt import common_prefix_len
 
     prefix, suffix = split(sample_source, "def variance(values):\n    ")
     full = small_session.build_prompt(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b"))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from gguf_factory import make_tiny_gguf
 
-from engine import native
-from engine.fim import detect_template
-from engine.session import _template_of
+from ghostfim.engine import native
+from ghostfim.engine.fim import detect_template
+from ghostfim.engine.session import _template_of
 
 EXPECTED = {
     "qwen": ("qwen", "psm"),

@@ -14,9 +14,9 @@ from conftest import SAMPLE
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from bench.lspclient import LspProcess, RpcError
+from ghostfim.bench.lspclient import LspProcess, RpcError
 
-SERVER = [sys.executable, "-m", "lsp.cli", "serve"]
+SERVER = [sys.executable, "-m", "ghostfim.lsp.cli", "serve"]
 URI = "file:///work/stats.py"
 
 

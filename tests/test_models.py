@@ -1,4 +1,4 @@
-"""Tests for engine.models: presets, cache lookup, path checks, assembly and the fetch chain.
+"""Tests for ghostfim.engine.models: presets, cache lookup, path checks, assembly and the fetch chain.
 
 None of these touch the network or the real cache: every test gets its own GHOSTFIM_CACHE_DIR,
 and the remote sources are replaced by stubs unless a test sets its own.
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine import models
-from engine.models import (
+from ghostfim.engine import models
+from ghostfim.engine.models import (
     PRESET_NAMES,
     PRESETS,
     ModelNotFoundError,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.fim import FimTemplate
-from engine.prompt import PromptBuilder, common_prefix_len
+from ghostfim.engine.fim import FimTemplate
+from ghostfim.engine.prompt import PromptBuilder, common_prefix_len
 
 QWEN = FimTemplate(family="qwen", layout="psm", pre=1001, suf=1002, mid=1003)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
-from engine.speed import PrefillCostModel
-from engine.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from ghostfim.engine.speed import PrefillCostModel
+from ghostfim.engine.suggestions import Suggestion, SuggestionCache
 
 
 def test_typed_characters_that_match_a_suggestion_reuse_it() -> None:
@@ -91,7 +91,7 @@ def test_prefill_cost_model_fits_fixed_and_per_token_cost() -> None:
 def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
     from types import SimpleNamespace
 
-    from engine.service import CompletionService
+    from ghostfim.engine.service import CompletionService
 
     class NoEvents:
         def __getattr__(self, name: str) -> object:

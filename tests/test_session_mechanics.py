@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.session import CancelToken, CompletionRequest, ModelSession
-from engine.speed import PrefillCostModel
+from ghostfim.engine.session import CancelToken, CompletionRequest, ModelSession
+from ghostfim.engine.speed import PrefillCostModel
 
 
 def test_reuses_longest_common_prefix_and_tracks_cached_tokens(tiny_session: ModelSession) -> None:

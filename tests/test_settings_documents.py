@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lsp.documents import DocumentIndex, PositionError, cursor_state
-from lsp.settings import Settings, parse_settings, settings_to_client
+from ghostfim.lsp.documents import DocumentIndex, PositionError, cursor_state
+from ghostfim.lsp.settings import Settings, parse_settings, settings_to_client
 
 
 def test_defaults_when_nothing_is_sent() -> None:

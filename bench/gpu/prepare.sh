@@ -3,7 +3,7 @@
 # what the GPU machine cannot fetch, well under the 64 MiB a device call may carry:
 #   - llama-cpp-python 0.3.36's sources, trimmed to what a CUDA build needs;
 #   - wheels of ghostfim's pure-Python dependencies that the GPU image lacks (Python 3.12);
-#   - the real 0.5B model's tokenizer as a tokenizer-only GGUF (bench.make_gguf --tokenizer-only).
+#   - the real 0.5B model's tokenizer as a tokenizer-only GGUF (ghostfim.bench.make_gguf --tokenizer-only).
 # Then: device run with carry [".gpu"] and command `bash bench/gpu/run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,5 +33,5 @@ python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
     pygls==2.1.1 lsprotocol==2025.0.0 cattrs cachetools gguf diskcache
 
 # The tokenizer of the real small model, for same-shape random-weight models.
-.venv/bin/python -m bench.make_gguf --tokenizer-only --out "$OUT/tokenizer.gguf"
+.venv/bin/python -m ghostfim.bench.make_gguf --tokenizer-only --out "$OUT/tokenizer.gguf"
 du -sh "$OUT"

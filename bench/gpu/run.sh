@@ -22,9 +22,9 @@ time python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/site
 python3 -c "import llama_cpp; assert llama_cpp.llama_supports_gpu_offload(), 'no GPU offload'; print('llama.cpp CUDA build ok')"
 
 # 2. Same-shape 1.5B Q8_0 model (random weights, real tokenizer).
-python3 -m bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
+python3 -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
     --tokenizer-from .gpu/tokenizer.gguf --out /tmp/qwen-1.5b-random-q8_0.gguf
 
 # 3. The replay, ghostfim only (all layers on the GPU: nGpuLayers -1 is the default).
-python3 -m bench.replay --systems ghostfim --model /tmp/qwen-1.5b-random-q8_0.gguf \
+python3 -m ghostfim.bench.replay --systems ghostfim --model /tmp/qwen-1.5b-random-q8_0.gguf \
     --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"

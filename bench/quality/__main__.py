@@ -1,3 +1,3 @@
-from bench.quality.run import main
+from ghostfim.bench.quality.run import main
 
 raise SystemExit(main())

@@ -4,7 +4,7 @@ Every system's answer is applied the way its editor applies it, and scored on th
 document against the original file:
 
 - ghostfim (LSP): `insertText` is inserted at the cursor (the item's range is empty).
-- llama.vim: its hint is rendered (`bench.llamavim.render_hint`: trailing empty lines dropped,
+- llama.vim: its hint is rendered (`ghostfim.bench.llamavim.render_hint`: trailing empty lines dropped,
   repeats of the next lines discarded, indentation of a blank line taken over from the answer)
   and accepted in full as `llama#fim_accept('full')` does: the cursor line becomes the line's
   text before the cursor (on a whitespace-only line: the answer's own indentation, up to the
@@ -25,9 +25,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.llamavim import is_blank, leading_ws, render_hint
-from bench.quality.tasks import Task
-from engine.timings import percentile
+from ghostfim.bench.llamavim import is_blank, leading_ws, render_hint
+from ghostfim.bench.quality.tasks import Task
+from ghostfim.engine.timings import percentile
 
 Record = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """The systems under comparison, each asked for one completion per task.
 
-- `ghostfim` / `ghostfim-raw`: one `ghostfim serve` process over stdio (bench.lspclient). The
+- `ghostfim` / `ghostfim-raw`: one `ghostfim serve` process over stdio (ghostfim.bench.lspclient). The
   task's document is opened (`didOpen`), then `textDocument/inlineCompletion` with triggerKind
   Invoked (1: explicit, the full FIM prompt, no debounce). The answer is the final ghost text
   (the `ghostfim/ghostText` notification with `done: true`; the response itself may hold only
@@ -8,10 +8,10 @@
   setting `postprocess: false`, switched by `workspace/didChangeConfiguration` between the two
   requests (all other settings unchanged), so both arms see the same prompt and the second one
   finds it in the KV cache: its latency is that of a warm prompt.
-- `llama-server`: llama.cpp's server (bench.llama_server) with the request llama.vim sends
-  (bench.llamavim: 256 lines before / 64 after, the line's text before the cursor as `prompt`,
+- `llama-server`: llama.cpp's server (ghostfim.bench.llama_server) with the request llama.vim sends
+  (ghostfim.bench.llamavim: 256 lines before / 64 after, the line's text before the cursor as `prompt`,
   n_predict 128, n_indent, top_k 40 / top_p 0.90, t_max_predict_ms 250 for a first request),
-  its answer rendered and accepted as llama.vim does (bench.quality.scoring).
+  its answer rendered and accepted as llama.vim does (ghostfim.bench.quality.scoring).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.lspclient import LspProcess, Notification
-from bench.quality.tasks import Task
+from ghostfim.bench.lspclient import LspProcess, Notification
+from ghostfim.bench.quality.tasks import Task
 
 GHOSTFIM_ARMS = ("ghostfim", "ghostfim-raw")
 REQUEST_TIMEOUT_S = 300.0
@@ -67,7 +67,7 @@ class GhostfimSystem:
 
     async def start(self) -> dict[str, Any]:
         self.client = await LspProcess.start(
-            [sys.executable, "-m", "lsp.cli", "serve"], env=self.env
+            [sys.executable, "-m", "ghostfim.lsp.cli", "serve"], env=self.env
         )
         await self.client.initialize({**self.options, "postprocess": True})
         self.status = await self.client.wait_ready(timeout=600.0)
@@ -120,7 +120,7 @@ class GhostfimSystem:
         await self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     async def complete(self, task: Task, uri: str, *, postprocess: bool) -> Outcome:
-        from bench.quality.scoring import insert_at_cursor
+        from ghostfim.bench.quality.scoring import insert_at_cursor
 
         client = self.client
         assert client is not None
@@ -203,7 +203,7 @@ class LlamaServerSystem:
         t_max_predict_ms: int | None = None,
         seed: int | None = None,
     ) -> None:
-        from bench import llamavim
+        from ghostfim.bench import llamavim
 
         self.model_path = model_path
         self.threads = threads
@@ -221,7 +221,7 @@ class LlamaServerSystem:
     def start(self) -> None:
         import httpx
 
-        from bench import llama_server
+        from ghostfim.bench import llama_server
 
         binary = llama_server.ensure_llama_server()
         self.proc, self.base_url = llama_server.start_llama_server(
@@ -230,7 +230,7 @@ class LlamaServerSystem:
         self.http = httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
 
     async def stop(self) -> None:
-        from bench import llama_server
+        from ghostfim.bench import llama_server
 
         if self.http is not None:
             await self.http.aclose()
@@ -240,7 +240,7 @@ class LlamaServerSystem:
 
     def request_body(self, task: Task) -> dict[str, Any]:
         """What `llama#fim` sends for the task's cursor (a first request: no ring chunks)."""
-        from bench import llamavim
+        from ghostfim.bench import llamavim
 
         lines = task.document.split("\n")
         ctx = llamavim.local_context(lines, task.character, task.line, [], self.settings, -1)
@@ -250,8 +250,8 @@ class LlamaServerSystem:
         return body
 
     async def complete(self, task: Task) -> Outcome:
-        from bench import llamavim
-        from bench.quality.scoring import llamavim_accept
+        from ghostfim.bench import llamavim
+        from ghostfim.bench.quality.scoring import llamavim_accept
 
         body = self.request_body(task)
         sent = time.perf_counter()
