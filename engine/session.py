@@ -178,7 +178,7 @@ class ModelSession:
         self._vocab: VocabIndex | None = None  # built on first use (token healing)
         self.keystroke_prefill_ms = keystroke_prefill_ms
         self.chunk_tokens = min(chunk_tokens or model.n_batch, model.n_batch)
-        self.cost = PrefillCostModel()
+        self.cost = PrefillCostModel.from_env()
         self._slots: list[list[int]] = [[] for _ in range(N_SLOTS)]  # tokens each slot holds
         self._slot = KEYSTROKE_SLOTS[0]
         self._slot_used = [0] * N_SLOTS  # when each slot last prefilled (LRU eviction)

@@ -8,9 +8,15 @@ The model is calibrated when the model loads and refitted from every real prefil
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+
+# `GHOSTFIM_PREFILL_COST="FIXED+PER_TOKEN"` (milliseconds, e.g. "3+0.02" for a GPU) pins the
+# cost model: calibration and measurements no longer move it. That is how the GPU policy
+# (whole-suffix keystroke prompts, full-width windows) is rehearsed and tested on a CPU.
+FORCED_COST_ENV = "GHOSTFIM_PREFILL_COST"
 
 
 @dataclass
@@ -18,10 +24,32 @@ class PrefillCostModel:
     fixed_ms: float = 45.0
     per_token_ms: float = 5.0
     history: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=96))
+    forced: bool = False  # pinned: observe() changes nothing
+
+    @classmethod
+    def from_env(cls) -> PrefillCostModel:
+        """The default model, or the one GHOSTFIM_PREFILL_COST pins (ValueError if malformed)."""
+        raw = os.environ.get(FORCED_COST_ENV, "").strip()
+        if not raw:
+            return cls()
+        return cls.pinned(raw)
+
+    @classmethod
+    def pinned(cls, spec: str) -> PrefillCostModel:
+        """A cost model fixed at "FIXED+PER_TOKEN" milliseconds."""
+        try:
+            fixed, per_token = (float(part) for part in spec.split("+"))
+        except ValueError:
+            raise ValueError(
+                f"{FORCED_COST_ENV} must be FIXED+PER_TOKEN in ms (e.g. 3+0.02), got {spec!r}"
+            ) from None
+        if fixed < 0 or per_token <= 0:
+            raise ValueError(f"{FORCED_COST_ENV}: costs must be positive, got {spec!r}")
+        return cls(fixed_ms=fixed, per_token_ms=per_token, forced=True)
 
     def observe(self, n_tokens: int, ms: float) -> None:
         """Record one measured decode of n_tokens and refit."""
-        if n_tokens <= 0 or ms <= 0:
+        if self.forced or n_tokens <= 0 or ms <= 0:
             return
         self.history.append((n_tokens, ms))
         self._refit()
