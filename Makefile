@@ -16,7 +16,20 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml engine/build_flags.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	CMAKE_ARGS="$$($(PYTHON) engine/build_flags.py)" $(BIN)/python -m pip install -q -e '.[test]'
+	@# A CUDA build (GHOSTFIM_CUDA=1; needs nvcc, no GPU): cuBLAS from pip when the toolkit has
+	@# none, then llama-cpp-python built into a wheel folder of its own (pip's wheel cache is
+	@# keyed by the sdist alone and would hand back the CPU wheel). See engine/build_flags.py.
+	req="$$($(BIN)/python engine/build_flags.py --cublas-requirement)" && \
+	  if [ -n "$$req" ]; then $(BIN)/python -m pip install -q "$$req"; fi
+	args="$$($(BIN)/python engine/build_flags.py)" && \
+	  case "$$args" in *GGML_CUDA=on*) \
+	    dir="$$($(BIN)/python engine/build_flags.py --wheel-dir)" && \
+	    { ls "$$dir"/llama_cpp_python-*.whl >/dev/null 2>&1 || \
+	      CMAKE_ARGS="$$args" $(BIN)/python -m pip wheel -q --no-deps --no-cache-dir \
+	        -w "$$dir" llama-cpp-python==0.3.36; } && \
+	    $(BIN)/python -m pip install -q --no-deps --force-reinstall "$$dir"/llama_cpp_python-*.whl;; \
+	  esac && \
+	  CMAKE_ARGS="$$args" $(BIN)/python -m pip install -q -e '.[test]'
 	$(BIN)/ghostfim models --fetch tiny
 	$(BIN)/ghostfim models --fetch small
 	touch $@
@@ -32,6 +45,12 @@ test: setup
 lint: setup
 	$(BIN)/ruff check engine lsp bench tests
 	$(BIN)/ruff format --check engine lsp bench tests
+	@# mypy resolves modules by folder: link engine/ and lsp/ under their installed names
+	@# (pyproject's [tool.mypy] reads build/mypy-src and checks both packages strictly).
+	mkdir -p build/mypy-src/ghostfim
+	ln -sfn ../../../engine build/mypy-src/ghostfim/engine
+	ln -sfn ../../../lsp build/mypy-src/ghostfim/lsp
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

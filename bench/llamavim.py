@@ -1,6 +1,6 @@
 """A keystroke-replay client that behaves like llama.vim in front of llama-server `/infill`.
 
-This is the comparison anchor of the latency benchmark: it replays a `ghostfim.bench.traces.Trace` in
+This is the comparison anchor of the latency benchmark: it replays a `bench.traces.Trace` in
 real time and, on every keystroke, does what llama.vim (ggml-org/llama.vim, autoload/llama.vim)
 does in insert mode with its default settings. Written from a reading of that plugin, not copied.
 

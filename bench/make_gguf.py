@@ -10,7 +10,7 @@ tokenizer-only file written with --tokenizer-only), so prompts tokenize to the s
 the real model. Depends only on numpy and gguf: it also runs on machines without network access.
 
     python -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 --out /tmp/x.gguf
-    python -m ghostfim.bench.make_gguf --tokenizer-only --out /tmp/qwen-tokenizer.gguf   # ~4 MB, portable
+    python -m ghostfim.bench.make_gguf --tokenizer-only --out /tmp/qwen-tokenizer.gguf  # ~4 MB
 
 Q4_K_M is not offered: gguf-py 0.19 has no Q4_K quantizer (only dequantization).
 """

@@ -97,8 +97,8 @@ async def over_lsp(model: str, n: int) -> dict[str, float]:
 
 
 def in_process(model: str, n: int) -> str:
+    from ghostfim.engine.backend import CompletionRequest
     from ghostfim.engine.loader import load_session
-    from ghostfim.engine.session import CompletionRequest
 
     session = load_session(model, progress=False)
     prefix, suffix = TEXT, "\n"

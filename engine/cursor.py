@@ -73,7 +73,7 @@ def closes_block(line: str) -> bool:
     if s.startswith(_CLOSER_CHARS):
         return True
     m = _FIRST_WORD.match(s)
-    return bool(m) and m.group(0) in _CLOSER_WORDS
+    return m is not None and m.group(0) in _CLOSER_WORDS
 
 
 def reopens_block(line: str) -> bool:

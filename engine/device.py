@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 
 @functools.cache
@@ -40,3 +42,65 @@ def build_supports_gpu() -> bool:
 
 def has_usable_cuda_gpu() -> bool:
     return cuda_gpu_name() is not None and build_supports_gpu()
+
+
+@dataclass(frozen=True)
+class CudaBackend:
+    """What ggml's backend registry says about CUDA in the installed llama.cpp build."""
+
+    compiled: bool  # the CUDA backend is in this build
+    devices: int  # CUDA devices it found (0 without a GPU or driver)
+    archs: tuple[int, ...] = ()  # compute capabilities it has kernels for, e.g. (90,)
+
+
+def cuda_backend() -> CudaBackend:
+    """Ask ggml's registry directly: `llama_supports_gpu_offload()` is false for a CUDA build
+    on a machine with no GPU (it counts devices, not backends), so it cannot tell a CUDA build
+    that found no GPU from a CPU-only build."""
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp import _ggml
+
+    from ghostfim.engine import native  # late, as above
+
+    native.init_backend()
+    lib = _ggml.libggml
+    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
+    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_dev_count.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_dev_count.restype = ctypes.c_size_t
+    reg = lib.ggml_backend_reg_by_name(b"CUDA")
+    if not reg:
+        return CudaBackend(compiled=False, devices=0)
+    return CudaBackend(
+        compiled=True,
+        devices=int(lib.ggml_backend_reg_dev_count(reg)),
+        archs=cuda_archs(llama_cpp.llama_print_system_info().decode(errors="replace")),
+    )
+
+
+def cuda_archs(system_info: str) -> tuple[int, ...]:
+    """`CUDA : ARCHS = 900 | ...` in llama_print_system_info() -> (90,)."""
+    m = re.search(r"CUDA : ARCHS = ([0-9,]+)", system_info)
+    return tuple(int(a) // 10 for a in m.group(1).split(",") if a) if m else ()
+
+
+@functools.cache
+def cuda_gpu_compute_capability() -> int | None:
+    """The first NVIDIA GPU's compute capability as CMake writes it (8.6 -> 86), or None."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*(\d+)\.(\d+)", out.stdout) if out.returncode == 0 else None
+    return int(m.group(1)) * 10 + int(m.group(2)) if m else None

@@ -12,9 +12,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from ghostfim.engine import build_flags
-from ghostfim.engine.device import cuda_gpu_name
+from ghostfim.engine.device import (
+    CudaBackend,
+    cuda_backend,
+    cuda_gpu_compute_capability,
+    cuda_gpu_name,
+)
 from ghostfim.engine.models import list_models
 
 PROBE_TIMEOUT_S = 180
@@ -24,7 +30,8 @@ def _probe_child(model_path: str) -> None:
     """Runs in the child: load, decode a short prompt, generate one token, report as JSON."""
     import time
 
-    from ghostfim.engine.session import CompletionRequest, ModelSession
+    from ghostfim.engine.backend import CompletionRequest
+    from ghostfim.engine.session import ModelSession
 
     start = time.perf_counter()
     session = ModelSession.load(Path(model_path), calibrate=True)
@@ -50,7 +57,7 @@ def _probe_child(model_path: str) -> None:
     session.close()
 
 
-def _smallest_present_model() -> dict | None:
+def _smallest_present_model() -> dict[str, Any] | None:
     present = [m for m in list_models() if m["present"]]
     return min(present, key=lambda m: m["bytes"] or 0) if present else None
 
@@ -58,7 +65,7 @@ def _smallest_present_model() -> dict | None:
 def _crash_advice(returncode: int) -> str:
     sig = -returncode
     name = signal.Signals(sig).name if sig in {s.value for s in signal.Signals} else str(sig)
-    flags = build_flags.cmake_args(build_flags.cpu_flags(), cuda=False)
+    flags = build_flags.cmake_args(build_flags.cpu_flags(), cuda=None)
     return (
         f"the decode crashed with {name}. This is the known bad-build case: llama.cpp was "
         "compiled for CPU features this machine does not grant (AMX tiles: `ldtilecfg`). "
@@ -66,6 +73,46 @@ def _crash_advice(returncode: int) -> str:
         f'    CMAKE_ARGS="{flags}" pip install --force-reinstall --no-cache-dir '
         "--no-binary llama-cpp-python llama-cpp-python==0.3.36"
     )
+
+
+REBUILD_CUDA = "GHOSTFIM_CUDA=1 make setup (engine/build_flags.py; README: On an NVIDIA GPU)"
+
+
+def gpu_verdict(
+    gpu: str | None, compute_capability: int | None, cuda: CudaBackend
+) -> tuple[bool, str]:
+    """The doctor's GPU line: (fine, what to say), from what nvidia-smi and ggml report."""
+    archs = ", ".join(f"sm_{a}" for a in cuda.archs) or "unknown architectures"
+    if gpu is None:
+        if cuda.compiled and cuda.devices == 0:
+            return True, (
+                f"none visible. This llama.cpp build has CUDA ({archs}) and would offload every "
+                "layer to an NVIDIA GPU, but no GPU or driver is visible (nvidia-smi finds none, "
+                "CUDA reports 0 devices): it runs on the CPU"
+            )
+        if cuda.compiled:
+            return False, (
+                f"CUDA reports {cuda.devices} device(s) but nvidia-smi finds no GPU; ghostfim "
+                "asks nvidia-smi whether to offload, so it runs on the CPU (put nvidia-smi on PATH)"
+            )
+        return True, "none: running on the CPU (CPU-only build)"
+    if not cuda.compiled:
+        return False, (
+            f"{gpu} is visible but this llama.cpp build has no GPU backend; it runs on the CPU. "
+            f"Reinstall with {REBUILD_CUDA}"
+        )
+    if cuda.devices == 0:
+        return False, (
+            f"{gpu} is visible and this build has CUDA ({archs}), but CUDA found no device "
+            "(driver older than the CUDA runtime this build uses?); it runs on the CPU"
+        )
+    if compute_capability and cuda.archs and compute_capability < min(cuda.archs):
+        return False, (
+            f"{gpu} is compute capability {compute_capability / 10:.1f} but this build has "
+            f"kernels for {archs} only; rebuild with GHOSTFIM_CUDA_ARCH={compute_capability} "
+            f"{REBUILD_CUDA}"
+        )
+    return True, f"{gpu} (CUDA build for {archs}: all layers offloaded)"
 
 
 def run_doctor() -> int:
@@ -87,17 +134,8 @@ def run_doctor() -> int:
         report(False, "llama-cpp-python", f"cannot import: {exc}")
         return 1
 
-    gpu = cuda_gpu_name()
-    gpu_build = bool(llama_cpp.llama_supports_gpu_offload())
-    if gpu and not gpu_build:
-        report(
-            False,
-            "GPU",
-            f"{gpu} is visible but this llama.cpp build has no GPU backend; "
-            "reinstall with GHOSTFIM_CUDA=1 make setup (CMAKE_ARGS -DGGML_CUDA=on)",
-        )
-    else:
-        report(True, "GPU", f"{gpu} (all layers offloaded)" if gpu else "none: running on the CPU")
+    good, detail = gpu_verdict(cuda_gpu_name(), cuda_gpu_compute_capability(), cuda_backend())
+    report(good, "GPU", detail)
 
     for m in list_models():
         where = m["path"] or f"not fetched (ghostfim models --fetch {m['preset']})"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ghostfim.engine.device import cuda_gpu_name
+from ghostfim.engine.kvslots import N_SLOTS
 from ghostfim.engine.models import PRESETS, models_dir, resolve_model
-from ghostfim.engine.session import N_SLOTS, ModelSession
+from ghostfim.engine.session import ModelSession
 
 log = logging.getLogger("ghostfim.loader")
 
@@ -19,22 +22,32 @@ def load_session(
     n_ctx: int = 4096 * N_SLOTS,  # 4096 per KV slot (engine/session.py)
     download: bool = True,
     progress: bool = True,
-    **session_options: float,
+    on_progress: Callable[[str, float], None] | None = None,
+    **session_options: Any,
 ) -> ModelSession:
     """Resolve the model (cache, hub, offline mirror) and load it.
 
-    Raises ghostfim.engine.models.ModelNotFoundError or ghostfim.engine.native.ModelLoadError with a message that
-    names the file and what was tried.
+    `on_progress("load", fraction)` hears the load of the weights, on the loading thread
+    (downloads report through the log).
+
+    Raises models.ModelNotFoundError or native.ModelLoadError with a message that names
+    the file and what was tried.
     """
     has_gpu = cuda_gpu_name() is not None
     resolved = resolve_model(spec, has_cuda_gpu=has_gpu, download=download, progress=progress)
     log.info("loading %s from %s", resolved.name, resolved.path)
+
+    def weights(fraction: float) -> None:
+        if on_progress is not None:
+            on_progress("load", fraction)
+
     return ModelSession.load(
         resolved.path,
         name=resolved.name,
         preset=resolved.preset,
         n_gpu_layers=n_gpu_layers,
         n_ctx=n_ctx,
+        on_progress=weights,
         **session_options,
     )
 

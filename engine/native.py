@@ -1,7 +1,8 @@
 """The thin layer over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
 
-Only `ghostfim.engine.session` (the owner of the model and its KV cache) and `ghostfim.engine.doctor` use this
-module. We use the low-level API instead of `llama_cpp.Llama` on purpose:
+Only `ghostfim.engine.session` (the owner of the model and its KV cache) and
+`ghostfim.engine.doctor` use this module. We use the low-level API instead of
+`llama_cpp.Llama` on purpose:
 
 - `Llama.detokenize` drops token pieces longer than 32 bytes (code vocabularies have long
   whitespace tokens); `token_to_piece` below grows its buffer instead.
@@ -17,9 +18,10 @@ import contextlib
 import ctypes
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import llama_cpp
 import numpy as np
@@ -33,6 +35,10 @@ DECODE_ABORTED = 2
 
 # llama_flash_attn_type (llama.h).
 FLASH_ATTN_AUTO = -1
+
+
+# One of llama.cpp's handles (model, context, vocabulary), as llama_cpp types them.
+_Pointer = TypeVar("_Pointer", bound=int)
 
 
 class ModelLoadError(RuntimeError):
@@ -55,7 +61,6 @@ class DecodeAborted(Exception):
 _LOG_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
 
 
-@llama_cpp.llama_log_callback
 def _log_to_python(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # llama.cpp logs a lot at load time; keep it in Python logging at DEBUG except real problems.
     message = text.decode("utf-8", errors="replace").rstrip()
@@ -66,6 +71,9 @@ def _log_to_python(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None
     log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
 
 
+# The C function pointer llama.cpp keeps: a module global, so it lives as long as the library.
+_LOG_CALLBACK = llama_cpp.llama_log_callback(_log_to_python)
+
 _backend_ready = False
 
 
@@ -74,7 +82,7 @@ def init_backend() -> None:
     global _backend_ready
     if _backend_ready:
         return
-    llama_cpp.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
     llama_cpp.llama_backend_init()
     _backend_ready = True
 
@@ -116,6 +124,7 @@ def _load_model_file(path: Path, mparams: llama_cpp.llama_model_params) -> llama
     """llama.cpp's model load, after our own header check; ModelLoadError when it fails."""
     init_backend()
     check_gguf_header(path)
+    model: llama_cpp.llama_model_p | None
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
     if not model:
         raise ModelLoadError(
@@ -124,20 +133,24 @@ def _load_model_file(path: Path, mparams: llama_cpp.llama_model_params) -> llama
     return model
 
 
+Progress = Callable[[float], None]  # a model load's progress, 0..1
+
+
 @dataclass
 class NativeModel:
     """A loaded model with one context. Freed explicitly with `close()`."""
 
     path: Path
-    model: ctypes.c_void_p
-    ctx: ctypes.c_void_p
-    vocab: ctypes.c_void_p
+    # None once closed (`_live` turns that into ModelClosed).
+    model: llama_cpp.llama_model_p | None
+    ctx: llama_cpp.llama_context_p | None
+    vocab: llama_cpp.llama_vocab_p | None
     n_ctx: int
     n_batch: int
     n_vocab: int
     n_gpu_layers: int
     n_layer: int
-    _batch: llama_cpp.llama_batch
+    _batch: llama_cpp.llama_batch | None
     _abort_cb: object = None
 
     # --- metadata -------------------------------------------------------------------------
@@ -202,6 +215,26 @@ class NativeModel:
     def kv_clear(self) -> None:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._live(self.ctx)), True)
 
+    def seq_state(self, seq: int) -> bytes:
+        """The KV cells of one sequence, serialized (not the whole context: no logits, no
+        other sequences; a few MB for a keystroke window where `save_state` copies hundreds)."""
+        ctx = self._live(self.ctx)
+        size = int(llama_cpp.llama_state_seq_get_size(ctx, seq))
+        buf = (ctypes.c_ubyte * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(ctx, buf, size, seq))
+        if written <= 0:
+            raise DecodeError(f"llama_state_seq_get_data wrote nothing for sequence {seq}")
+        return ctypes.string_at(buf, written)  # one copy (slicing a ctypes array is per byte)
+
+    def restore_seq_state(self, data: bytes, seq: int) -> None:
+        """Put a `seq_state` back into sequence `seq` (its old cells are dropped first)."""
+        ctx = self._live(self.ctx)
+        self.kv_remove_from(0, seq)
+        buf = (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
+        if int(llama_cpp.llama_state_seq_set_data(ctx, buf, len(data), seq)) == 0:
+            self.kv_remove_from(0, seq)  # a partial restore must not leave stale cells
+            raise DecodeError(f"llama_state_seq_set_data could not restore sequence {seq}")
+
     # --- decoding -------------------------------------------------------------------------
     def set_abort(self, callback: object | None) -> None:
         """Install (or remove) llama.cpp's abort callback; it is polled between graph nodes.
@@ -225,10 +258,12 @@ class NativeModel:
         if n == 0 or n > self.n_batch:
             raise ValueError(f"decode takes 1..{self.n_batch} tokens, got {n}")
         batch = self._batch
+        assert batch is not None  # freed only with the context, and _live(self.ctx) passed
         batch.n_tokens = n
         for i, tok in enumerate(tokens):
             batch.token[i] = tok
-            batch.pos[i] = start_pos + i
+            # llama_cpp types `pos` as an array of arrays; llama.h has `llama_pos *pos`.
+            batch.pos[i] = start_pos + i  # type: ignore[call-overload]
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq
             batch.logits[i] = 0
@@ -251,7 +286,7 @@ class NativeModel:
     def closed(self) -> bool:
         return not self.model
 
-    def _live(self, pointer: ctypes.c_void_p) -> ctypes.c_void_p:
+    def _live(self, pointer: _Pointer | None) -> _Pointer:
         """A pointer of this model, or ModelClosed (llama.cpp would crash on NULL)."""
         if not pointer:
             raise ModelClosed(f"{self.path.name} is closed")
@@ -261,8 +296,8 @@ class NativeModel:
         """Free the batch, the context (its KV cache and compute buffers) and the model's
         weights, in that order. Safe to call twice, and after a partial failure."""
         ctx, model, batch = self.ctx, self.model, self._batch
-        self.ctx = self.model = self.vocab = None  # type: ignore[assignment]
-        self._batch = None  # type: ignore[assignment]
+        self.ctx = self.model = self.vocab = None
+        self._batch = None
         self._abort_cb = None
         if batch is not None:
             llama_cpp.llama_batch_free(batch)
@@ -287,10 +322,22 @@ def load(
     n_threads: int | None = None,
     flash_attn: bool = True,
     n_seq: int = 1,
+    progress: Progress | None = None,
 ) -> NativeModel:
-    """Load a GGUF model and create one context with room for n_ctx tokens."""
+    """Load a GGUF model and create one context with room for n_ctx tokens.
+
+    `progress` is called with 0..1 while the weights load (on the loading thread)."""
     mparams = llama_cpp.llama_model_default_params()
     mparams.n_gpu_layers = n_gpu_layers
+    if progress is not None:
+
+        def report(fraction: float, _user_data: ctypes.c_void_p) -> bool:
+            with contextlib.suppress(Exception):  # a failing listener must not stop the load
+                progress(float(fraction))
+            return True  # false would abort the load
+
+        callback = llama_cpp.llama_progress_callback(report)
+        mparams.progress_callback = callback  # kept alive by this frame during the load
     model = _load_model_file(path, mparams)
     vocab = llama_cpp.llama_model_get_vocab(model)
     threads = n_threads or default_threads()

@@ -1,10 +1,11 @@
 """Clean-up of a finished suggestion before it is shown. Each rule is one small function.
 
-Every rule takes the suggestion and the cursor's surroundings (ghostfim.engine.cursor.CursorContext) and
-returns the suggestion, shortened or emptied; none ever adds or rewrites text, so a rule can
-only remove what is wrong and the suggestion that survives is always a prefix-preserving cut of
-what the model wrote (the first line may lose indentation the editor already shows). The rules
-run in the order of RULES; `clean_suggestion` applies them.
+Every rule takes the suggestion and the cursor's surroundings
+(ghostfim.engine.cursor.CursorContext) and returns the suggestion, shortened or emptied; none
+ever adds or rewrites text, so a rule can only remove what is wrong and the suggestion that
+survives is always a prefix-preserving cut of what the model wrote (the first line may lose
+indentation the editor already shows). The rules run in the order of RULES; `clean_suggestion`
+applies them.
 
 The setting `postprocess` (default on) switches them off, for the quality benchmark's
 comparison. Off, a suggestion is only made well-formed (`well_formed`: no trailing blank
@@ -281,8 +282,11 @@ def drop_overlap_with_rest_of_line(text: str, rest_of_line: str | CursorContext)
     a partial word (`x` before `x = 1` is a coincidence) nor a partial operator (`=` before
     `= 1` may be the first half of `==`).
     """
-    ctx = rest_of_line if isinstance(rest_of_line, CursorContext) else None
-    rest = (ctx.rest_of_line if ctx else rest_of_line).strip()
+    ctx: CursorContext | None = None
+    if isinstance(rest_of_line, CursorContext):
+        ctx, rest = rest_of_line, rest_of_line.rest_of_line.strip()
+    else:
+        rest = rest_of_line.strip()
     if not rest or "\n" in text.rstrip():
         return text
     stripped = text.rstrip()

@@ -10,9 +10,10 @@ stats. These classes implement `ghostfim.engine.backend.CompletionBackend` over 
     openai        POST /v1/completions    a FIM prompt built here from the family's token texts
     ollama        POST /api/generate      raw FIM prompt (known family) or prompt + suffix
 
-Every request streams. Each streamed piece is checked against `ghostfim.engine.stops.StopPolicy`; when a
-stop rule fires (or the request is cancelled) the response is closed at once, and the server,
-seeing the connection drop, stops generating: that is the compute a stop rule saves.
+Every request streams. Each streamed piece is checked against
+`ghostfim.engine.stops.StopPolicy`; when a stop rule fires (or the request is cancelled) the
+response is closed at once, and the server, seeing the connection drop, stops generating: that
+is the compute a stop rule saves.
 
 The service calls `complete` on its single model thread. Each backend owns a private asyncio
 loop that runs only inside `complete` (and `open`/`close`), so the HTTP exchange can be a task
@@ -38,18 +39,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ghostfim.engine.cursor import CursorContext
-from ghostfim.engine.fim import FimTemplate, Layout
-from ghostfim.engine.postprocess import clean_suggestion
-from ghostfim.engine.prompt import PromptBuilder
-from ghostfim.engine.session import (
+from ghostfim.engine.backend import (
     NEVER_CANCELLED,
     CancelToken,
     Completion,
     CompletionRequest,
     ModelInfo,
     OnText,
+    finish,
+    stop_policy,
 )
+from ghostfim.engine.fim import FimTemplate, Layout
+from ghostfim.engine.prompt import PromptBuilder
 from ghostfim.engine.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
@@ -142,7 +143,7 @@ class FimText:
         return f"{self.pre}{prefix}{self.suf}{suffix}{self.mid}"
 
 
-# The same families ghostfim.engine.fim detects from a vocabulary, here by the texts of their tokens.
+# The same families ghostfim.engine.fim detects from a vocabulary, here by their tokens' texts.
 FIM_TEXTS: dict[str, FimText] = {
     "qwen": FimText(
         "qwen",
@@ -369,7 +370,6 @@ class RemoteBackend:
             family=self._family(),
             n_ctx=0,
         )
-        self.keystroke_prefill_ms = 80.0  # the server decides its own prompt processing
         self.decode_steps = 0  # pieces of text streamed (about one token each)
         self.prefill_chunks = 0  # requests sent
         self.server_model = config.model  # what the request's "model" field names
@@ -409,14 +409,22 @@ class RemoteBackend:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
 
-    def full_suffix_tokens(self, suffix: str) -> int:
+    def expected_prefill_ms(self, n_tokens: int) -> float | None:
+        return None  # the server's speed is its own: requests keep the automatic deadline
+
+    def set_budgets(
+        self, prefix_tokens: int, suffix_tokens: int, keystroke_prefill_ms: float
+    ) -> None:
         """Every request carries the whole suffix budget (the server's prefix cache keeps the
-        text before the cursor; a shorter keystroke prompt would save it little), so the
-        service never needs a pause refresh: this equals what each request reports."""
-        if not self._uses_suffix():
-            return 0
-        _, counts = self.builder.suffix_units(suffix)
-        return sum(counts)
+        text before the cursor; a shorter keystroke prompt would save it little), so
+        completions never report a cut suffix and the service never refreshes at a pause."""
+        del keystroke_prefill_ms  # the server decides its own prompt processing
+        self.builder = PromptBuilder(
+            _approx_tokenize,
+            FimTemplate(family=self.fim.family, layout=self.fim.layout),
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+        )
 
     # --- the request ----------------------------------------------------------------------
     def complete(
@@ -435,19 +443,13 @@ class RemoteBackend:
         self, request: CompletionRequest, cancel: CancelToken, on_text: OnText | None
     ) -> Completion:
         timings = RemoteTimings()
-        ctx = CursorContext.around(request.prefix, request.suffix)
-        policy = StopPolicy.for_context(request.multiline, ctx)
+        ctx, policy = stop_policy(request)
         run = _Run(policy, on_text, timings, time.perf_counter(), request.max_tokens)
         reason = await self._supervise(self._attempt(request, run), run, cancel)
         if request.max_tokens <= 0 and reason != "cancelled":
             reason = "prefill_only"
         run.finish(reason)
-        text = ""
-        if reason != "prefill_only":
-            text = clean_suggestion(run.text, ctx, request.postprocess)
-        return Completion(
-            text, run.text, timings, reason, cancelled=reason == "cancelled", mode=request.mode
-        )
+        return finish(request, ctx, "" if reason == "prefill_only" else run.text, reason, timings)
 
     async def _attempt(self, request: CompletionRequest, run: _Run) -> str:
         """Everything that may wait on the network, so that a cancel or the timeout stops it
@@ -465,10 +467,7 @@ class RemoteBackend:
     def _prompt_text(self, request: CompletionRequest) -> tuple[str, str, int]:
         """Prefix and suffix within the budgets (the prompt builder's sticky prefix window
         keeps the server's prefix cache valid while typing), and the suffix's token estimate."""
-        cursor_line = request.cursor_line
-        if cursor_line is None:
-            cursor_line = request.prefix.count("\n")
-        prefix, _ = self.builder.choose_prefix(request.doc_id, request.prefix, cursor_line)
+        prefix, _ = self.builder.choose_prefix(request.doc_id, request.prefix, request.line)
         if not self._uses_suffix():
             return prefix, "", 0
         units, counts = self.builder.suffix_units(request.suffix)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from ghostfim.engine.session import CancelToken
+from ghostfim.engine.backend import CancelToken
 
 log = logging.getLogger("ghostfim.scheduler")
 

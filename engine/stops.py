@@ -148,7 +148,7 @@ class StopPolicy:
                 return StopDecision(True, end_of_previous, "suffix")
             if full.strip() and block_indent is None:
                 block_indent = self._block_indent_from_first_line(full)
-            elif self._leaves_block(j, line, block_indent):
+            elif block_indent is not None and self._leaves_block(j, line, block_indent):
                 closing = closes_block(line) and not reopens_block(line)
                 if closing and self._may_close(block_indent):
                     return StopDecision(True, offset + len(line), "block_end")
@@ -164,9 +164,9 @@ class StopPolicy:
         return CONTINUE
 
     @staticmethod
-    def _leaves_block(j: int, line: str, block_indent: int | None) -> bool:
+    def _leaves_block(j: int, line: str, block_indent: int) -> bool:
         """A new line (not the cursor line's end) indented less than the block."""
-        if j == 0 or not line.strip() or block_indent is None:
+        if j == 0 or not line.strip():
             return False
         return indent_width(line) < block_indent
 

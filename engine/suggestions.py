@@ -72,11 +72,17 @@ class SuggestionCache:
     def __init__(self, maxsize: int = 512) -> None:
         self._entries: LRUCache[int, Suggestion] = LRUCache(maxsize=maxsize)
 
-    def put(self, prefix_tail: str, suffix_head: str, suggestion: Suggestion) -> None:
-        self._entries[context_key(prefix_tail, suffix_head)] = suggestion
+    def put(self, prefix: str, suffix: str, suggestion: Suggestion) -> None:
+        """Keep a suggestion for the state with this text before and after the cursor."""
+        self._entries[context_key(prefix, suffix)] = suggestion
 
-    def lookup(self, prefix_tail: str, suffix_head: str) -> Hit | None:
-        """The suggestion this state types through, if any (most recent state first)."""
+    def lookup(self, prefix: str, suffix: str) -> Hit | None:
+        """The suggestion this state types through, if any (most recent state first).
+
+        An earlier state's key is the last PREFIX_KEY_CHARS of its prefix, so the text looked
+        at is that much plus the characters that may have been typed since."""
+        prefix_tail = prefix[-(PREFIX_KEY_CHARS + MAX_TYPED_THROUGH) :]
+        suffix_head = suffix[:SUFFIX_KEY_CHARS]
         limit = min(MAX_TYPED_THROUGH, len(prefix_tail))
         for i in range(limit + 1):
             base = prefix_tail[: len(prefix_tail) - i]

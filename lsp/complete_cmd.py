@@ -13,10 +13,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from ghostfim.engine.backend import Completion, CompletionRequest
 from ghostfim.engine.loader import load_session
 from ghostfim.engine.models import ModelNotFoundError
 from ghostfim.engine.native import ModelLoadError
-from ghostfim.engine.session import Completion, CompletionRequest, ModelSession
+from ghostfim.engine.session import ModelSession
 from ghostfim.lsp.cli import UserError, parse_location
 
 

@@ -55,21 +55,6 @@ UINTEGER_MAX = 2**31 - 1
 STDIN_EOF_GRACE_S = 2.0  # after stdin closes: time for in-flight answers before we exit
 
 
-# The longest a completion request may take before it is answered empty (the checks ask for an
-# answer within 10 s; a suggestion later than this is of no use in an editor anyway).
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
-REQUEST_DEADLINE_S = _env_seconds("GHOSTFIM_REQUEST_DEADLINE_S", 8.0)
-# An explicit invocation (the user asked, and waits for it) gets the full prompt, whose cold
-# prefill takes ~20 s for the small model on a 2-core CPU: it may take up to twice the time the
-# measured prefill speed predicts (engine/service.py answer_deadline_s), at most this long.
-EXPLICIT_DEADLINE_S = _env_seconds("GHOSTFIM_EXPLICIT_DEADLINE_S", 120.0)
 _SHOWN_LIMIT = 120  # characters of a bad message quoted back to the user
 
 _MESSAGE_KEYS = frozenset(("jsonrpc", "id", "method", "params", "result", "error"))

@@ -12,21 +12,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Hashable, Mapping
-from dataclasses import replace
+from collections.abc import Generator, Hashable
 from typing import Any, ClassVar
 
 from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
-from ghostfim.engine.service import CompletionOptions, CompletionService, CursorState
+from ghostfim.engine.service import CompletionService, CursorState
 from ghostfim.lsp.documents import DocumentIndex, cursor_state
-from ghostfim.lsp.rpcguard import (
-    EXPLICIT_DEADLINE_S,
-    REQUEST_DEADLINE_S,
-    GuardedProtocol,
-    GuardedServer,
-)
+from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
     SyncedProtocol,
@@ -140,126 +134,26 @@ class GhostfimServer(GuardedServer):
 
     # --- settings ---------------------------------------------------------------------------
     def apply_settings(self, raw: Any) -> None:
-        # A client sends its whole section: what it leaves out is back to the default.
-        settings, problems = parse_settings(raw)
+        """A settings object from the client: bad values are reported and keep their last
+        valid value (a typo never switches the model); then the engine runs with them."""
+        settings, problems = parse_settings(raw, self.settings)
         for problem in problems:
             self.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
             )
             log.warning(problem)
-        if _backend_settings_invalid(raw):
-            # A bad model or backend value (reported above) keeps the backend that serves:
-            # its default would be the default model (hundreds of MB, maybe a download).
-            settings = replace(settings, **{f: getattr(self.settings, f) for f in BACKEND_FIELDS})
-            log.info("model or backend setting invalid: the current backend keeps serving")
         self.settings = settings
-        self.service.set_options(completion_options(settings))
         self.ensure_model()
 
     def ensure_model(self) -> None:
-        """Load (or hot-switch to) the model the settings name, in the background."""
-        if self.settings.backend != "local":
-            self._ensure_remote()
-            return
-        from ghostfim.engine.loader import model_identity
-
-        spec = self.settings.model_spec or self.default_model
-        n_gpu_layers = self.settings.n_gpu_layers
-        self._switch(
-            (model_identity(spec), n_gpu_layers),  # a preset and its file's path are one model
-            lambda key: self.service.request_model(spec, n_gpu_layers=n_gpu_layers, key=key),
-        )
-
-    def _ensure_remote(self) -> None:
-        """Open (or switch to) the remote backend the settings name. Opening only asks the
-        server what it serves; a server that is down is retried on every request."""
-        from ghostfim.engine.remote import RemoteConfig, remote_factory  # httpx only when used
-
-        s = self.settings
-        config = RemoteConfig(
-            kind=s.backend,  # type: ignore[arg-type]  # validated by ghostfim.lsp.settings
-            url=s.backend_url,
-            model=s.backend_model,
-            api_key_env=s.backend_api_key_env,
-            timeout_ms=s.backend_timeout_ms,
-            prefix_tokens=s.prefix_tokens,
-            suffix_tokens=s.suffix_tokens,
-        )
-        label = f"{config.kind} at {config.shown_url}"
-        self._switch(  # any backend* change reopens
-            ("remote", config),
-            lambda key: self.service.request_backend(label, remote_factory(config), key=key),
-        )
-
-    def _switch(self, wanted: Hashable, load: Callable[[Hashable], object]) -> None:
-        """Ask the service for the backend `wanted` names, unless it serves or is on its way.
-
-        The service keeps the record (`session_key`: what serves, `switching_key`: what loads),
-        so after a failed switch the record names what actually serves: switching back to it
-        loads nothing, and asking for the failed one again retries it.
-        """
-        if wanted == self.service.session_key:
-            # What serves: a switch in flight is abandoned, a failed one's message dropped.
-            self.service.keep_current()
-            return
-        if wanted == self.service.switching_key:
-            return  # on its way
-        load(wanted)  # registered now; the service's loader runs it
+        """Run with the settings: the backend they name loads (or hot-switches) in the
+        background; budgets change in place."""
+        self.service.configure(self.settings, self.default_model)
 
     @property
     def loaded_spec(self) -> Hashable:
         """What the serving backend was opened for (None while none serves)."""
         return self.service.session_key
-
-
-# What chooses the backend: the settings keys, and the Settings fields they fill.
-BACKEND_KEYS = (
-    "model",
-    "nGpuLayers",
-    "backend",
-    "backendUrl",
-    "backendModel",
-    "backendApiKeyEnv",
-    "backendTimeoutMs",
-)
-BACKEND_FIELDS = (
-    "model_size",
-    "model_path",
-    "n_gpu_layers",
-    "backend",
-    "backend_url",
-    "backend_model",
-    "backend_api_key_env",
-    "backend_timeout_ms",
-)
-
-
-def _backend_settings_invalid(raw: Any) -> bool:
-    """Whether a value that chooses the model or backend is bad (unknown keys aside)."""
-    section = unwrap_section(raw)
-    if not isinstance(section, Mapping):
-        return False
-    part = {key: section[key] for key in BACKEND_KEYS if key in section}
-    if "model" in part and part["model"] is not None and not isinstance(part["model"], Mapping):
-        return True
-    _, problems = parse_settings(part)
-    return any(not problem.startswith("unknown setting") for problem in problems)
-
-
-def completion_options(s: Settings) -> CompletionOptions:
-    return CompletionOptions(
-        enable=s.enable,
-        max_tokens=s.max_tokens,
-        multiline=s.multiline,  # type: ignore[arg-type]
-        debounce_ms=s.debounce_ms,
-        max_rest_of_line=s.max_rest_of_line,
-        postprocess=s.postprocess,
-        extra_context=s.extra_context,
-        extra_context_tokens=s.extra_context_tokens,
-        prefix_tokens=s.prefix_tokens,
-        suffix_tokens=s.suffix_tokens,
-        keystroke_prefill_ms=s.keystroke_prefill_ms,
-    )
 
 
 def build_server(default_model: str | None = None) -> GhostfimServer:
@@ -269,7 +163,7 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
     def initialize(ls: GhostfimServer, params: types.InitializeParams) -> None:
         settings, problems = parse_settings(params.initialization_options)
         ls.settings = settings
-        ls.service.set_options(completion_options(settings))
+        ls.service.set_options(settings)
         ls._init_problems = problems
         folders = [f.uri for f in params.workspace_folders or ()]
         ls.service.set_workspace_roots(folders or [params.root_uri or params.root_path or ""])
@@ -360,19 +254,12 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         offset = request_offset(doc, pos)  # -32602 past the end; a long column clamps
         state = cursor_state(uri, version, pos, text, offset, pos.line)
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        try:
-            # Every request is answered in bounded time: on a starved CPU one prefill can take
-            # minutes, and a client waiting on it shows nothing anyway. The wait's cancellation
-            # stops the model job, as $/cancelRequest does.
-            deadline = ls.service.answer_deadline_s(
-                explicit, REQUEST_DEADLINE_S, EXPLICIT_DEADLINE_S
-            )
-            answer = await asyncio.wait_for(ls.service.complete(state, explicit=explicit), deadline)
-        except asyncio.TimeoutError:
-            log.warning("%s: no suggestion within %.0f s; answered empty", uri, deadline)
-            return types.InlineCompletionList(items=[])
+        # Answered in bounded time (engine/deadline.py); held while the model loads.
+        answer = await ls.service.complete(state, explicit=explicit)
         if not answer.text:
             return types.InlineCompletionList(items=[])
+        # The range is the position the request was made at: a client that shows the item
+        # after more typing replaces what was typed since (no doubled text on accept).
         return types.InlineCompletionList(
             items=[
                 types.InlineCompletionItem(

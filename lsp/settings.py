@@ -1,49 +1,24 @@
-"""The server's settings: one typed, fully defaulted object.
+"""The server's settings: the camelCase table over the engine's configuration.
 
-Read from `initializationOptions` and `workspace/didChangeConfiguration` (section `ghostfim`,
-camelCase keys, `model` nested). A bad value never stops the server: it is reported and its
-default is used. See docs/protocol.md for the table.
+Every default is declared once, in `ghostfim.engine.config.EngineConfig`; this module only maps
+the keys a client writes (section `ghostfim`, camelCase, `model` nested) to its fields, with a
+validator each whose range the editors' settings declare too (tests/test_settings_sync.py).
+
+Read from `initializationOptions` and `workspace/didChangeConfiguration`. A bad value never
+stops the server and never switches the model: it is reported and the field keeps its last
+valid value; a key left out keeps its value too. See docs/protocol.md for the table.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
-MODEL_SIZES = ("tiny", "small", "medium", "large")
-MULTILINE_MODES = ("auto", "always", "never")
-BACKENDS = ("local", "llama-server", "openai", "ollama")
+from ghostfim.engine.config import BACKENDS, MODEL_SIZES, MULTILINE_MODES, EngineConfig
 
-
-@dataclass(frozen=True)
-class Settings:
-    enable: bool = True
-    model_size: str | None = None  # None: small on a CPU, medium with a CUDA GPU
-    model_path: str | None = None
-    n_gpu_layers: int = -1  # -1: all layers when a CUDA GPU is usable
-    debounce_ms: float | None = None  # None: "auto" (adapts to the typing rhythm)
-    max_tokens: int = 64
-    multiline: str = "auto"
-    prefix_tokens: int = 768
-    suffix_tokens: int = 256
-    keystroke_prefill_ms: float = 80.0
-    max_rest_of_line: int = 8  # no automatic suggestion when more follows the cursor
-    postprocess: bool = True  # clean-up rules on every suggestion (off: for comparisons)
-    extra_context: bool = False  # chunks of other files before full prompts (engine/context.py)
-    extra_context_tokens: int | None = None  # their token budget; None: "auto", 0: off
-    backend: str = "local"
-    backend_url: str = ""
-    backend_model: str = ""
-    backend_api_key_env: str = ""
-    backend_timeout_ms: float = 5000.0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def model_spec(self) -> str | None:
-        """What the model loader is asked for: a path wins over a size."""
-        return self.model_path or self.model_size
+Settings = EngineConfig  # the server's settings are the engine's configuration
 
 
 def _bool(v: Any) -> bool:
@@ -136,7 +111,9 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "backendModel": ("backend_model", _str),
     "backendApiKeyEnv": ("backend_api_key_env", _str),
     "backendTimeoutMs": ("backend_timeout_ms", _number_range(50, 600_000)),
+    "kvSnapshotMb": ("kv_snapshot_mb", _int_range(0, 65_536)),
 }
+AUTO_FIELDS = ("debounce_ms", "extra_context_tokens")  # None is written "auto"
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -162,11 +139,10 @@ def unwrap_section(raw: Any) -> Any:
 def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
     """Settings from a client's object, and one message per bad or unknown value.
 
-    Keys that are absent keep their value from `base` (the defaults when None); keys that are
-    present but bad take their default and are reported.
+    Keys that are absent keep their value from `base` (the defaults when None), and so do
+    keys whose value is bad: a typo never resets a setting, let alone switches the model.
     """
     base = base or Settings()
-    defaults = Settings()
     raw = unwrap_section(raw)
     if raw is None:
         return base, []
@@ -174,7 +150,17 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         return base, [f"ghostfim settings must be an object, got {type(raw).__name__}"]
     changes: dict[str, Any] = {}
     problems: list[str] = []
-    for key, value in _flatten(raw).items():
+    if "model" in raw and raw["model"] is not None and not isinstance(raw["model"], Mapping):
+        problems.append(
+            f"ghostfim.model: {raw['model']!r} is invalid (expected an object with size or "
+            f"path); keeping {_shown(base, 'model_size')!r}"
+        )
+        raw = {k: v for k, v in raw.items() if k != "model"}
+    flat = _flatten(raw)
+    if isinstance(raw.get("model"), Mapping):
+        # A `model` object names the model whole: a size alone is no longer a path's.
+        flat = {"model.size": None, "model.path": None, **flat}
+    for key, value in flat.items():
         if key not in _KEYS:
             problems.append(f"unknown setting ghostfim.{key} (ignored)")
             continue
@@ -182,12 +168,15 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         try:
             changes[name] = validate(value)
         except ValueError as exc:
-            default = getattr(defaults, name)
-            auto = ("debounce_ms", "extra_context_tokens")
-            shown = "auto" if default is None and name in auto else default
-            problems.append(f"ghostfim.{key}: {value!r} is invalid ({exc}); using {shown!r}")
-            changes[name] = default
+            problems.append(
+                f"ghostfim.{key}: {value!r} is invalid ({exc}); keeping {_shown(base, name)!r}"
+            )
     return replace(base, **changes), problems
+
+
+def _shown(settings: Settings, name: str) -> Any:
+    value = getattr(settings, name)
+    return "auto" if value is None and name in AUTO_FIELDS else value
 
 
 def settings_to_client(settings: Settings) -> dict[str, Any]:
@@ -199,7 +188,7 @@ def settings_to_client(settings: Settings) -> dict[str, Any]:
         if key is None:
             continue
         value = getattr(settings, f.name)
-        if f.name in ("debounce_ms", "extra_context_tokens") and value is None:
+        if f.name in AUTO_FIELDS and value is None:
             value = "auto"
         if key.startswith("model."):
             out.setdefault("model", {})[key.split(".", 1)[1]] = value

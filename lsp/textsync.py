@@ -36,7 +36,13 @@ from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
-from ghostfim.lsp.documents import LineIndex, PositionError, chars_to_units, offset_in, units_to_chars
+from ghostfim.lsp.documents import (
+    LineIndex,
+    PositionError,
+    chars_to_units,
+    offset_in,
+    units_to_chars,
+)
 
 log = logging.getLogger("ghostfim.sync")
 

@@ -299,7 +299,7 @@ def test_replay_against_llama_server(small_model_path: Path) -> None:
     binary = llama_server.built_llama_server()
     if binary is None:
         pytest.skip(
-            "llama-server is not built; run `python -m ghostfim.bench.llama_server` first (10+ minutes)"
+            "llama-server is not built; run `python -m ghostfim.bench.llama_server` (10+ min)"
         )
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
     source = site / "pygls" / "workspace" / "text_document.py"

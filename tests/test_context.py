@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.context import (
     DUPLICATE,
     MAX_CLIENT_CHUNKS,
@@ -24,7 +25,7 @@ from ghostfim.engine.context import (
 )
 from ghostfim.engine.fim import FimTemplate
 from ghostfim.engine.prompt import PromptBuilder
-from ghostfim.engine.session import CompletionRequest, ModelSession
+from ghostfim.engine.session import ModelSession
 
 
 def code(name: str, n: int = 20, start: int = 0) -> str:
@@ -237,8 +238,8 @@ def test_full_prompt_has_the_other_file_before_the_prefix(roomy_session: ModelSe
     assert t.file_sep >= 0 and t.repo >= 0
     chunk = ContextChunk("util.py", OTHER, "file:///p/util.py")
     extra = ExtraContext((chunk,), "main.py", "p", budget=400)
-    plain = s.build_prompt(request())
-    prompt = s.build_prompt(request(extra=extra))
+    plain = s.build_prompt(request()).prompt
+    prompt = s.build_prompt(request(extra=extra)).prompt
     expected_head = [
         t.repo,
         *s.tokenize("p\n"),
@@ -252,15 +253,15 @@ def test_full_prompt_has_the_other_file_before_the_prefix(roomy_session: ModelSe
     assert prompt.extra_tokens == len(expected_head) <= 400
     assert prompt.stable_tokens == plain.stable_tokens + len(expected_head)
     # A budget too small for the chunk: no extra context at all.
-    small = s.build_prompt(request(extra=ExtraContext((chunk,), "main.py", "p", budget=20)))
+    small = s.build_prompt(request(extra=ExtraContext((chunk,), "main.py", "p", budget=20))).prompt
     assert small.tokens == plain.tokens and small.extra_tokens == 0
 
 
 def test_keystroke_prompts_ignore_extra_context(roomy_session: ModelSession) -> None:
     s = roomy_session
     extra = ExtraContext((ContextChunk("util.py", OTHER, "file:///p/util.py"),), "main.py")
-    with_extra = s.build_prompt(request("keystroke", extra))
-    without = s.build_prompt(request("keystroke"))
+    with_extra = s.build_prompt(request("keystroke", extra)).prompt
+    without = s.build_prompt(request("keystroke")).prompt
     assert with_extra.tokens == without.tokens and with_extra.extra_tokens == 0
 
 
@@ -288,11 +289,11 @@ class NoEvents:
 
 
 def test_service_feeds_the_ring_and_full_requests_only() -> None:
-    from ghostfim.engine.service import CompletionOptions, CompletionService, CursorState
+    from ghostfim.engine.config import EngineConfig
+    from ghostfim.engine.service import CompletionService, CursorState
 
-    options = CompletionOptions(extra_context=True)
-    service = CompletionService(NoEvents(), options)  # type: ignore[arg-type]
-    service.context.update_interval_s = 0.0
+    service = CompletionService(NoEvents(), EngineConfig(extra_context=True))  # type: ignore[arg-type]
+    service.context.ring.update_interval_s = 0.0
     service.set_workspace_roots(["file:///p"])
     service.document_opened("file:///p/pkg/util.py", OTHER)
     state = CursorState("file:///p/main.py", 1, None, CURRENT, "\n", 5, len(CURRENT), 30)
@@ -302,33 +303,39 @@ def test_service_feeds_the_ring_and_full_requests_only() -> None:
     assert service._request_for(state, "keystroke").extra_context is None
     # Leaving a document gives the chunk around its last cursor.
     other = CursorState("file:///p/b.py", 1, None, code("b", 30), code("b", 10, 30), 30, 0, 0)
-    service._note_cursor(other)
-    service._last_state = other
-    service._latest[other.doc_id] = 1  # it had a request and is still open
-    service._note_cursor(state)
-    assert [c.filename for c in service.context.pending] == ["b.py"]
-    assert "b_30 " in service.context.pending[0].text  # around the cursor, not the top
+    ring = service.context.ring
+
+    def move(left: CursorState | None, to: CursorState) -> None:
+        records = service.docs
+        record = service._doc(to.doc_id)
+        service.context.cursor_moved(
+            to, record, left, records.get(left.doc_id) if left is not None else None
+        )
+
+    move(None, other)
+    service._doc(other.doc_id)  # it had a request and is still open
+    move(other, state)
+    assert [c.filename for c in ring.pending] == ["b.py"]
+    assert "b_30 " in ring.pending[0].text  # around the cursor, not the top
     service.document_closed(other.doc_id)  # closed: its chunk goes, and leaving it gives none
-    assert service.context.pending == []
-    service._last_state = other
-    service._note_cursor(state)
-    assert service.context.pending == []
+    assert ring.pending == []
+    move(other, state)
+    assert ring.pending == []
     # Edits give a chunk at most once a CHANGE_PICK_S; a save always does.
     service.document_edited("file:///p/pkg/util.py", OTHER + code("z", 20), 16)
-    assert service.context.pending == []  # util.py gave its chunk at open, just now
+    assert ring.pending == []  # util.py gave its chunk at open, just now
     service.document_saved("file:///p/pkg/util.py", OTHER + code("z", 20))
-    assert len(service.context.pending) == 1 and "z_" in service.context.pending[0].text
+    assert len(ring.pending) == 1 and "z_" in ring.pending[0].text
     service._request_for(state, "keystroke")  # a keystroke never moves the ring
-    assert len(service.context.pending) == 1
-    service.set_options(replace(service.options, extra_context=False))
+    assert len(ring.pending) == 1
+    service.set_options(replace(service.config, extra_context=False))
     assert service._request_for(state, "full").extra_context is None
-    service.set_options(replace(service.options, extra_context=True, extra_context_tokens=0))
+    service.set_options(replace(service.config, extra_context=True, extra_context_tokens=0))
     assert service._request_for(state, "full").extra_context is None
     assert service.status()["context"]["chunks"] >= 1
 
 
 def test_settings() -> None:
-    from ghostfim.lsp.server import completion_options
     from ghostfim.lsp.settings import parse_settings, settings_to_client
 
     settings, problems = parse_settings({})
@@ -337,11 +344,11 @@ def test_settings() -> None:
     assert settings_to_client(settings)["extraContextTokens"] == "auto"
     settings, problems = parse_settings({"extraContext": True, "extraContextTokens": 512})
     assert problems == []
-    options = completion_options(settings)
-    assert options.extra_context is True and options.extra_context_tokens == 512
+    assert settings.extra_context is True and settings.extra_context_tokens == 512
     assert parse_settings(settings_to_client(settings)) == (settings, [])
-    bad, problems = parse_settings({"extraContextTokens": -1, "extraContext": "yes"})
-    assert len(problems) == 2 and bad.extra_context_tokens is None and bad.extra_context is False
+    bad, problems = parse_settings({"extraContextTokens": -1, "extraContext": "yes"}, settings)
+    # Bad values keep the last valid ones.
+    assert len(problems) == 2 and bad.extra_context_tokens == 512 and bad.extra_context is True
 
 
 # --- over LSP -------------------------------------------------------------------------------------

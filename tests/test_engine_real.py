@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from ghostfim.engine.session import SLOT_FULL, CancelToken, CompletionRequest, ModelSession
+from ghostfim.engine.backend import CancelToken, CompletionRequest
+from ghostfim.engine.kvslots import SLOT_FULL
+from ghostfim.engine.session import ModelSession
 
 pytestmark = pytest.mark.model
 
@@ -49,14 +51,17 @@ def test_full_prompt_holds_whole_suffix_keystroke_prompt_a_budget(
     from ghostfim.engine.prompt import common_prefix_len
 
     prefix, suffix = split(sample_source, "def variance(values):\n    ")
-    full = small_session.build_prompt(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b"))
+    full = small_session.build_prompt(
+        CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b")
+    ).prompt
     small_session.complete(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b"))
-    keystroke = small_session.build_prompt(
+    plan = small_session.build_prompt(
         CompletionRequest(prefix=prefix + '"', suffix=suffix, doc_id="b", mode="keystroke")
     )
+    keystroke = plan.prompt
     assert full.suffix_units_used == full.suffix_units_total > 3
     allowed = small_session.cost.tokens_within(small_session.keystroke_prefill_ms)
-    new = len(keystroke.tokens) - common_prefix_len(small_session.cached, keystroke.tokens)
+    new = len(keystroke.tokens) - common_prefix_len(plan.slot.cached, keystroke.tokens)
     # Within the budget, unless even the bare prompt (no suffix at all) is over it.
     assert new <= allowed + 2 or keystroke.suffix_units_used == 0, (new, allowed)
 
@@ -74,7 +79,6 @@ def test_cancel_stops_prefill_of_text_before_the_cursor_at_a_chunk_boundary(
     prefix, _ = _long_prompt(sample_source)
     tokens = small_session.tokenize(prefix)
     small_session.complete(CompletionRequest(prefix="x = 1\n", suffix=""))  # evict the cache
-    small_session.use_slot(SLOT_FULL)
     cancel = CancelToken()
     chunks_before = small_session.prefill_chunks
     errors: list[BaseException] = []
@@ -99,8 +103,9 @@ def test_cancel_stops_prefill_of_text_before_the_cursor_at_a_chunk_boundary(
     # One chunk is sized to about 250 ms of prefill; allow for a slow, shared machine.
     assert stopped_after < 3.0, stopped_after
     # What was prefilled before the cancel is kept and reused.
-    kept = len(small_session.cached)
-    assert 0 < kept < len(tokens) and small_session.cached == tokens[:kept]
+    cached = small_session.slots.tokens(SLOT_FULL)
+    kept = len(cached)
+    assert 0 < kept < len(tokens) and cached == tokens[:kept]
 
 
 def test_cancel_aborts_a_full_prompt_at_once(

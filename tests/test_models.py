@@ -1,4 +1,4 @@
-"""Tests for ghostfim.engine.models: presets, cache lookup, path checks, assembly and the fetch chain.
+"""Tests for engine/models.py: presets, cache lookup, path checks, assembly and the fetch chain.
 
 None of these touch the network or the real cache: every test gets its own GHOSTFIM_CACHE_DIR,
 and the remote sources are replaced by stubs unless a test sets its own.

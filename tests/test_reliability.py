@@ -692,8 +692,8 @@ def _serve_bytes(content_type: str, body: bytes) -> Callable[[BaseHTTPRequestHan
 
 @pytest.mark.parametrize("what", sorted(GARBAGE_200))
 def test_a_remote_answer_that_is_not_a_stream_is_an_error_that_says_so(what: str) -> None:
+    from ghostfim.engine.backend import CompletionRequest
     from ghostfim.engine.remote import RemoteBackendError, RemoteConfig, open_remote_backend
-    from ghostfim.engine.session import CompletionRequest
 
     servers = _http_server(_serve_bytes(*GARBAGE_200[what]))
     url = next(servers)
@@ -714,8 +714,8 @@ def test_a_remote_answer_that_is_not_a_stream_is_an_error_that_says_so(what: str
 
 
 def test_a_remote_server_that_ignores_stream_is_still_understood() -> None:
+    from ghostfim.engine.backend import CompletionRequest
     from ghostfim.engine.remote import RemoteConfig, open_remote_backend
-    from ghostfim.engine.session import CompletionRequest
 
     body = json.dumps({"choices": [{"text": "42", "finish_reason": "stop"}]}).encode()
     servers = _http_server(_serve_bytes("application/json", body))
@@ -792,15 +792,17 @@ class _Backend:
     """A stand-in backend: records its opening and closing (no model)."""
 
     def __init__(self, name: str, log: list[str]) -> None:
-        from ghostfim.engine.session import ModelInfo
+        from ghostfim.engine.backend import ModelInfo
 
         self.info = ModelInfo(name, name, None, "cpu", 0, "qwen", 0)
-        self.keystroke_prefill_ms, self.decode_steps, self.prefill_chunks = 80.0, 0, 0
+        self.decode_steps, self.prefill_chunks = 0, 0
         self.log = log
         log.append(f"open {name}")
 
-    def full_suffix_tokens(self, suffix: str) -> int:
-        return 0
+    def expected_prefill_ms(self, n_tokens: int) -> float | None:
+        return None
+
+    def set_budgets(self, prefix: int, suffix: int, keystroke_ms: float) -> None: ...
 
     def close(self) -> None:
         self.log.append(f"close {self.info.name}")

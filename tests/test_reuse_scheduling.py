@@ -89,30 +89,24 @@ def test_prefill_cost_model_fits_fixed_and_per_token_cost() -> None:
 
 
 def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
-    from types import SimpleNamespace
-
-    from ghostfim.engine.service import CompletionService
-
-    class NoEvents:
-        def __getattr__(self, name: str) -> object:
-            return lambda *args, **kwargs: None
-
-    service = CompletionService(NoEvents())  # type: ignore[arg-type]
-    assert service.answer_deadline_s(True, 8.0, 120.0) == 8.0  # no model: the usual deadline
-    fast = SimpleNamespace(
-        cost=PrefillCostModel(fixed_ms=5.0, per_token_ms=30.0), calibrated_ms_per_token=7.0
+    from ghostfim.engine.deadline import (
+        AUTOMATIC_DEADLINE_S,
+        EXPLICIT_DEADLINE_S,
+        answer_deadline_s,
     )
-    service.session = fast  # type: ignore[assignment]
-    assert service.answer_deadline_s(True, 8.0, 120.0) == 8.0  # fast at load: never longer
-    slow = SimpleNamespace(
-        cost=PrefillCostModel(fixed_ms=45.0, per_token_ms=21.0), calibrated_ms_per_token=21.0
-    )
-    service.session = slow  # type: ignore[assignment]
-    assert service.answer_deadline_s(False, 8.0, 120.0) == 8.0  # automatic: never longer
-    deadline = service.answer_deadline_s(True, 8.0, 120.0)
-    assert 40.0 < deadline < 50.0  # ~21.5 s for 1024 tokens, twice that plus 2 s
-    crawling = SimpleNamespace(
-        cost=PrefillCostModel(fixed_ms=45.0, per_token_ms=200.0), calibrated_ms_per_token=21.0
-    )
-    service.session = crawling  # type: ignore[assignment]
-    assert service.answer_deadline_s(True, 8.0, 120.0) == 120.0
+
+    class Backend:  # only what the deadline asks of a backend
+        def __init__(self, per_token_ms: float | None) -> None:
+            self.per_token_ms = per_token_ms
+
+        def expected_prefill_ms(self, n_tokens: int) -> float | None:
+            return None if self.per_token_ms is None else 45 + self.per_token_ms * n_tokens
+
+    tokens = 1024
+    assert answer_deadline_s(True, None, tokens) == AUTOMATIC_DEADLINE_S  # no model yet
+    assert answer_deadline_s(True, Backend(None), tokens) == AUTOMATIC_DEADLINE_S  # remote
+    assert answer_deadline_s(True, Backend(7.0), tokens) == AUTOMATIC_DEADLINE_S  # fast model
+    slow = Backend(21.0)
+    assert answer_deadline_s(False, slow, tokens) == AUTOMATIC_DEADLINE_S  # automatic
+    assert 40.0 < answer_deadline_s(True, slow, tokens) < 50.0  # ~21.5 s, twice plus 2 s
+    assert answer_deadline_s(True, Backend(200.0), tokens) == EXPLICIT_DEADLINE_S  # capped

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ghostfim.engine.session import CancelToken, CompletionRequest, ModelSession
+from ghostfim.engine.backend import CancelToken, CompletionRequest
+from ghostfim.engine.kvslots import SLOT_FULL
+from ghostfim.engine.session import ModelSession
 from ghostfim.engine.speed import PrefillCostModel
 
 
@@ -13,13 +15,13 @@ def test_reuses_longest_common_prefix_and_tracks_cached_tokens(tiny_session: Mod
     prompt = s.tokenize("def add(a, b):\n    return a + b\n" * 4)
     _, reused, new, _ = s.prefill(prompt, CancelToken())
     assert (reused, new) == (0, len(prompt)) or reused < len(prompt)
-    assert s.cached == prompt
+    assert s.slots.tokens(SLOT_FULL) == prompt
     longer = prompt + s.tokenize("def sub(a, b):")
     _, reused, new, _ = s.prefill(longer, CancelToken())
     assert reused == len(prompt) and new == len(longer) - len(prompt)
     edited = prompt[:10] + s.tokenize("#") + prompt[10:]
     _, reused, _, _ = s.prefill(edited, CancelToken())
-    assert reused == 10 and s.cached == edited
+    assert reused == 10 and s.slots.tokens(SLOT_FULL) == edited
 
 
 def test_same_prompt_twice_decodes_one_token_for_its_logits(tiny_session: ModelSession) -> None:
@@ -43,7 +45,8 @@ def test_cancelled_before_start_does_no_work(tiny_session: ModelSession) -> None
 def test_prompt_uses_the_models_fim_tokens(tiny_session: ModelSession) -> None:
     t = tiny_session.template
     assert t.family == "qwen" and t.layout == "psm"
-    p = tiny_session.build_prompt(CompletionRequest(prefix="a = 1\nb = ", suffix="\nc = 3\n"))
+    request = CompletionRequest(prefix="a = 1\nb = ", suffix="\nc = 3\n")
+    p = tiny_session.build_prompt(request).prompt
     assert p.tokens[0] == t.pre and p.tokens[-1] == t.mid and t.suf in p.tokens
 
 
@@ -78,15 +81,15 @@ def test_new_place_starts_narrow_and_moves_to_the_wide_window_prepared_in_backgr
             prefix=prefix + "resu", suffix="\n", doc_id="wide", mode="keystroke", max_tokens=2
         )
         first = s.complete(request)
-        narrow_slot = s._slot
+        narrow_slot = s.last_slot
         assert first.widen and first.timings.prefill_new_tokens <= 80
         # The background job prepares the wide window in the other keystroke slot.
         prepared = s.complete(replace(request, background=True, max_tokens=0))
-        assert not prepared.widen and s._slot != narrow_slot
+        assert not prepared.widen and s.last_slot != narrow_slot
         assert prepared.timings.prefill_new_tokens > 100
         # The next keystroke finds it in the cache and uses it: only the typed tokens are new.
         typed = s.complete(replace(request, prefix=prefix + "resul"))
-        assert not typed.widen and s._slot != narrow_slot
+        assert not typed.widen and s.last_slot != narrow_slot
         assert typed.timings.prefill_new_tokens <= 3
         assert typed.timings.prefill_reused_tokens > 100
         # Preparing again costs nothing.

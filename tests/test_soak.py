@@ -45,7 +45,8 @@ SERVER = [sys.executable, "-m", "ghostfim.lsp.cli", "serve"]
 # bound its time on a 2-core CI machine: a fixed 20 ms debounce (automatic requests that the
 # next event supersedes, events come every few ms, never reach the model; explicit ones and
 # pauses do) and short prompts.
-TINY = {"model": {"size": "tiny"}, "maxTokens": 8}
+# Explicit backend values: a key left out of a settings change keeps its last value.
+TINY = {"model": {"size": "tiny"}, "maxTokens": 8, "backend": "local", "nGpuLayers": -1}
 SOAK_SETTINGS = {**TINY, "debounceMs": 20, "prefixTokens": 256, "suffixTokens": 64}
 EVENTS = int(os.environ.get("GHOSTFIM_SOAK_EVENTS", "10000"))
 SEED = int(os.environ.get("GHOSTFIM_SOAK_SEED", "20240611"))

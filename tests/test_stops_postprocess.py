@@ -504,23 +504,23 @@ def test_rest_of_line_limit_follows_llama_vim() -> None:
 
 # --- the `postprocess` setting, from the client to the request ---------------------------------
 def test_postprocess_setting_reaches_the_request() -> None:
-    from ghostfim.engine.service import CompletionOptions, CompletionService, CursorState
-    from ghostfim.lsp.server import completion_options
+    from ghostfim.engine.config import EngineConfig
+    from ghostfim.engine.service import CompletionService, CursorState
     from ghostfim.lsp.settings import parse_settings, settings_to_client
 
     settings, problems = parse_settings({"postprocess": False, "maxRestOfLine": 20})
     assert problems == [] and settings.postprocess is False
     assert settings_to_client(settings)["postprocess"] is False
-    options = completion_options(settings)
-    assert options.postprocess is False and options.max_rest_of_line == 20
+    assert settings.max_rest_of_line == 20
     assert parse_settings({"postprocess": "no"})[0].postprocess is True  # bad: the default
-    assert CompletionOptions().postprocess is True
+    assert parse_settings({"postprocess": "no"}, settings)[0].postprocess is False  # kept
+    assert EngineConfig().postprocess is True
 
     class NoEvents:
         def __getattr__(self, name: str) -> object:
             return lambda *args, **kwargs: None
 
-    service = CompletionService(NoEvents(), options)  # type: ignore[arg-type]
+    service = CompletionService(NoEvents(), settings)  # type: ignore[arg-type]
     state = CursorState("file:///a.py", 1, None, "x = ", "\n", 0, 4, 5)
     assert service._request_for(state, "full").postprocess is False
 

@@ -1,30 +1,137 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine (no network), from the repository root, with .gpu/ carried
-# (made by bench/gpu/prepare.sh). About ten minutes: the CUDA build of llama.cpp (sm_90 only,
-# 16 cores), a same-shape Qwen2.5-Coder 1.5B Q8_0 model with RANDOM weights (timing only: it
-# says nothing about quality), then the keystroke replay with every layer on the GPU.
+# The GPU keystroke benchmark, in one command. ON the GPU machine (no network), from the
+# repository root, with .gpu/ carried (made by bench/gpu/prepare.sh just before):
+#     bash bench/gpu/run.sh
+# Rehearsal on a CPU (no CUDA device; the GPU policy forced with GHOSTFIM_PREFILL_COST):
+#     bash bench/gpu/run.sh --cpu --files 1 --lines 2
+# Steps: install ghostfim and its dependencies from .gpu/wheels; llama-cpp-python from the
+# carried CUDA wheel (or built from the carried sources for sm_90 when there is none or the host
+# CPU lacks a feature it was compiled for); a Qwen2.5-Coder-1.5B Q8_0 GGUF with the real shapes
+# and tokenizer but RANDOM WEIGHTS (timing only: it says nothing about quality); the replay,
+# ghostfim only, every layer on the GPU; the table; bench/gpu/check.py against the targets.
+# Results go to $OUT (the device tool's folder that comes back) or /tmp/ghostfim-gpu-out.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
-OUT_DIR=${OUT:-/tmp/ghostfim-gpu}
-mkdir -p "$OUT_DIR" /tmp/site
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT_DIR/gpu.txt"
+cd "$(dirname "$0")/../.."
 
-# 1. llama-cpp-python with the CUDA backend, built here (nvcc, cmake, ninja and
-#    scikit-build-core are in the image; cuBLAS comes from the nvidia-cublas wheel).
-work=/tmp/llama-src && rm -rf "$work" && mkdir -p "$work"
-tar -xzf .gpu/llama-cpp-python-src.tar.gz -C "$work"
-export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
-export CMAKE_BUILD_PARALLEL_LEVEL=16
-time python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/site \
-    "$work/llama_cpp_python-0.3.36" 2>&1 | tail -5
-python3 -c "import llama_cpp; assert llama_cpp.llama_supports_gpu_offload(), 'no GPU offload'; print('llama.cpp CUDA build ok')"
+CPU=0 FILES=6 LINES=3
+while [ $# -gt 0 ]; do
+    case $1 in
+        --cpu) CPU=1 ;;
+        --files) FILES=$2; shift ;;
+        --lines) LINES=$2; shift ;;
+        *) echo "usage: run.sh [--cpu] [--files N] [--lines N]" >&2; exit 2 ;;
+    esac
+    shift
+done
+OUT_DIR=${OUT:-/tmp/ghostfim-gpu-out}
+WORK=${GHOSTFIM_GPU_WORK:-/tmp/ghostfim-gpu}
+# The folder's name matters: bench/traces.py types files from the first sys.path entry that
+# ends in site-packages, so the pinned pygls/cachetools give the same traces as here.
+SITE=$WORK/site-packages
+MODEL=$WORK/qwen2.5-coder-1.5b-random-q8_0.gguf
+if [ $CPU = 1 ]; then PY=${PY:-.venv/bin/python}; else PY=${PY:-python3}; fi
+export GHOSTFIM_OFFLINE=1
+T0=$(date +%s)
+step() { echo "== [$(($(date +%s) - T0)) s] $*"; }
+[ -d .gpu/wheels ] || { echo "run.sh: no .gpu/ (run bench/gpu/prepare.sh here first)" >&2; exit 1; }
+rm -rf "$SITE" && mkdir -p "$SITE" "$OUT_DIR"
+step "$($PY -V) at $(command -v "$PY"), $(nproc) CPUs, mode $([ $CPU = 1 ] && echo 'CPU rehearsal' || echo GPU)"
+if [ $CPU = 0 ]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv |
+        tee "$OUT_DIR/gpu.txt"
+fi
 
-# 2. Same-shape 1.5B Q8_0 model (random weights, real tokenizer).
-python3 -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
-    --tokenizer-from .gpu/tokenizer.gguf --out /tmp/qwen-1.5b-random-q8_0.gguf
+# 1. ghostfim and its dependencies. The wheel was built from the tree prepare.sh saw; if the
+#    tree changed since, the current tree is linked in instead (same package names).
+step "install ghostfim"
+pip_target() { $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$@"; }
+if [ "$(bash bench/gpu/stamp.sh)" = "$(cat .gpu/stamp)" ]; then
+    pip_target .gpu/wheels/*.whl
+else
+    echo "run.sh: WARNING: the tree changed since prepare.sh; linking it instead of its wheel"
+    pip_target $(ls .gpu/wheels/*.whl | grep -v '/ghostfim-')
+    mkdir -p "$SITE/ghostfim"
+    for pkg in engine lsp bench; do ln -s "$PWD/$pkg" "$SITE/ghostfim/$pkg"; done
+fi
+export PYTHONPATH=$SITE
 
-# 3. The replay, ghostfim only (all layers on the GPU: nGpuLayers -1 is the default).
-python3 -m ghostfim.bench.replay --systems ghostfim --model /tmp/qwen-1.5b-random-q8_0.gguf \
-    --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
+# 2. llama-cpp-python with CUDA.
+wheel=$(ls .gpu/llama-cuda/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
+missing=""
+if [ -n "$wheel" ]; then
+    missing=$($PY engine/build_flags.py --missing-cpu-flags "$(cat .gpu/llama-cuda/cmake-args)")
+    [ -z "$missing" ] || echo "run.sh: this CPU lacks $missing, which the carried wheel uses"
+fi
+if [ -n "$wheel" ] && [ -z "$missing" ]; then
+    step "install the carried $(basename "$wheel")"
+    pip_target "$wheel"
+elif [ $CPU = 0 ]; then
+    step "build llama-cpp-python with CUDA (sm_90) from the carried sources"
+    src=$WORK/llama-src && rm -rf "$src" && mkdir -p "$src"
+    tar -xzf .gpu/llama-cuda/llama-cpp-python-src.tar.gz -C "$src"
+    CMAKE_ARGS=$(GHOSTFIM_CUDA=1 GHOSTFIM_CUDA_ARCH=${GHOSTFIM_CUDA_ARCH:-90} $PY engine/build_flags.py)
+    echo "CMAKE_ARGS=$CMAKE_ARGS"
+    # nvcc, cmake, ninja and scikit-build-core are in the image; cuBLAS is its nvidia-cublas.
+    CMAKE_ARGS=$CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip install -q \
+        --no-build-isolation --no-deps --no-index --target "$SITE" "$src/llama_cpp_python-0.3.36"
+else
+    step "no carried wheel: using the llama-cpp-python that $PY has"
+fi
+# The wheel's RPATH names the build machine's cuBLAS; here it is in the Python's nvidia wheels.
+nvlib=$($PY - <<'PY'
+import sys
+from pathlib import Path
+for p in sys.path:
+    for d in sorted(Path(p or ".").glob("nvidia/cu1*/lib")):
+        if list(d.glob("libcublas.so.*")):
+            print(d)
+            raise SystemExit
+PY
+)
+[ -z "$nvlib" ] || export LD_LIBRARY_PATH=$nvlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+$PY - "$CPU" <<'PY' | tee "$OUT_DIR/llama.txt"
+import sys
+import llama_cpp
+from ghostfim.engine import device, native
+
+cuda = device.cuda_backend()
+print(f"llama_cpp {llama_cpp.__version__} from {llama_cpp.__file__}")
+print(f"ghostfim from {device.__file__}")
+print(f"{cuda}; llama_supports_gpu_offload()={native.supports_gpu_offload()}")
+if sys.argv[1] == "0" and cuda.devices == 0:
+    raise SystemExit("run.sh: llama.cpp sees no CUDA device: stopping before the replay")
+PY
+$PY -m ghostfim.lsp.cli doctor 2>&1 | grep -E '^\[|features' || true
+
+# 3. The files the replay types (the GPU image has no npm, Neovim or llama.cpp sources).
+if [ $CPU = 0 ]; then tar -xf .gpu/traces.tar -C / --skip-old-files; fi
+
+# 4. The same-shape model.
+if [ -f "$MODEL" ]; then
+    step "reusing $MODEL"
+else
+    step "write the random-weight 1.5B Q8_0 model"
+    $PY -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
+        --tokenizer-from .gpu/tokenizer.gguf --out "$MODEL"
+fi
+
+# 5. The replay, ghostfim only (nGpuLayers defaults to every layer when a GPU is usable).
+if [ $CPU = 1 ]; then
+    # Pin the prefill cost at a GPU's, so the engine takes the GPU policy on this CPU.
+    export GHOSTFIM_PREFILL_COST=${GHOSTFIM_PREFILL_COST:-3+0.02}
+    echo "run.sh: CPU rehearsal: GHOSTFIM_PREFILL_COST=$GHOSTFIM_PREFILL_COST (not GPU figures)"
+fi
+export GHOSTFIM_TRACE=$OUT_DIR/trace.log
+step "replay: $FILES files x $LINES lines"
+$PY -m ghostfim.bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
+    --lines "$LINES" --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
+
+# 6. Against the targets.
+step "check"
+rc=0
+$PY bench/gpu/check.py "$OUT_DIR/gpu-replay.json" "$OUT_DIR/trace.log" \
+    $([ $CPU = 1 ] && echo --cpu) | tee "$OUT_DIR/check.txt" || rc=$?
+gzip -f "$OUT_DIR/trace.log"
+step "done (wall $(($(date +%s) - T0)) s)"
+exit $rc

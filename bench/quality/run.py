@@ -5,7 +5,7 @@
                             [--languages python,javascript,...] [--kinds line,rest,block]
                             [--exec-share 0.34] [--out docs/benchmarks-quality.json]
     python -m ghostfim.bench.quality --list [--tasks 60]   # the tasks, no model
-    python -m ghostfim.bench.quality --count               # every task there is, per language and kind
+    python -m ghostfim.bench.quality --count      # every task there is, per language and kind
 
 Each task (bench/quality/tasks.py, exec_tasks.py) goes to every system in turn before the next
 task, all on the same model file: the two ghostfim arms run back to back on one server (the
@@ -30,7 +30,14 @@ from typing import Any
 from ghostfim.bench.quality import exec_tasks, scoring
 from ghostfim.bench.quality.neighbors import open_neighbors
 from ghostfim.bench.quality.systems import GHOSTFIM_ARMS, GhostfimSystem, LlamaServerSystem, Outcome
-from ghostfim.bench.quality.tasks import KINDS, LANGUAGES, Task, build_tasks, discover_sources, spans_of
+from ghostfim.bench.quality.tasks import (
+    KINDS,
+    LANGUAGES,
+    Task,
+    build_tasks,
+    discover_sources,
+    spans_of,
+)
 
 SYSTEMS = ("ghostfim", "ghostfim-raw", "llama-server")
 

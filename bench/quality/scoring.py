@@ -4,7 +4,7 @@ Every system's answer is applied the way its editor applies it, and scored on th
 document against the original file:
 
 - ghostfim (LSP): `insertText` is inserted at the cursor (the item's range is empty).
-- llama.vim: its hint is rendered (`ghostfim.bench.llamavim.render_hint`: trailing empty lines dropped,
+- llama.vim: its hint is rendered (`bench.llamavim.render_hint`: trailing empty lines dropped,
   repeats of the next lines discarded, indentation of a blank line taken over from the answer)
   and accepted in full as `llama#fim_accept('full')` does: the cursor line becomes the line's
   text before the cursor (on a whitespace-only line: the answer's own indentation, up to the

@@ -1,6 +1,6 @@
 """The systems under comparison, each asked for one completion per task.
 
-- `ghostfim` / `ghostfim-raw`: one `ghostfim serve` process over stdio (ghostfim.bench.lspclient). The
+- `ghostfim` / `ghostfim-raw`: one `ghostfim serve` process over stdio (bench.lspclient). The
   task's document is opened (`didOpen`), then `textDocument/inlineCompletion` with triggerKind
   Invoked (1: explicit, the full FIM prompt, no debounce). The answer is the final ghost text
   (the `ghostfim/ghostText` notification with `done: true`; the response itself may hold only
@@ -9,7 +9,7 @@
   requests (all other settings unchanged), so both arms see the same prompt and the second one
   finds it in the KV cache: its latency is that of a warm prompt.
 - `llama-server`: llama.cpp's server (ghostfim.bench.llama_server) with the request llama.vim sends
-  (ghostfim.bench.llamavim: 256 lines before / 64 after, the line's text before the cursor as `prompt`,
+  (bench.llamavim: 256 lines before / 64 after, the line's text before the cursor as `prompt`,
   n_predict 128, n_indent, top_k 40 / top_p 0.90, t_max_predict_ms 250 for a first request),
   its answer rendered and accepted as llama.vim does (ghostfim.bench.quality.scoring).
 """

@@ -14,170 +14,32 @@
 --   GHOSTFIM_TEST_GHOST_MS      how long to wait for ghost text (default 3000)
 --   GHOSTFIM_TEST_TIMEOUT_S     whole-run limit (default 170)
 --
--- How keystrokes are simulated: the steps run in a coroutine that yields to Neovim's event loop
--- between keys. Keys queued with nvim_input() are only processed by the main loop while no Lua
--- code runs, and processing them there is what fires InsertEnter, TextChangedI and CursorMovedI
--- exactly as for a user typing, so the plugin's real autocommands and keymaps are exercised.
---
+-- Keystrokes are real keys fed to Neovim's main loop (see tests/harness.lua).
 -- Prints one line per check and ends with "N passed, M failed"; exits 0 only if all passed.
 
-local script = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p")
-local plugin_root = vim.fn.fnamemodify(script, ":h:h")
-vim.opt.runtimepath:prepend(plugin_root)
-vim.opt.swapfile = false
--- `-u NONE` leaves filetype detection off, and the plugin attaches on FileType.
-vim.cmd("filetype on")
--- Typed lines should hold exactly what the test types (Neovim's default autoindent would add a
--- tab when opening a line below an indented one).
-vim.opt.autoindent = false
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/harness.lua")
 
 local ghostfim = require("ghostfim")
+local client = require("ghostfim.client")
 local config = require("ghostfim.config")
 local edit = require("ghostfim.edit")
 local ghost = require("ghostfim.ghost")
+local keys = require("ghostfim.keys")
 
 local env = vim.env
-local function parse_server_cmd(value)
-  value = vim.trim(value or "")
-  if value == "" then
-    return { "ghostfim", "serve" }
-  elseif value:sub(1, 1) == "[" then
-    return vim.json.decode(value) -- paths with blanks come this way
-  end
-  return vim.split(value, "%s+")
-end
-local server_cmd = parse_server_cmd(env.GHOSTFIM_SERVER_CMD)
+local plugin_root = H.plugin_root
+local server_cmd = H.server_cmd
 local start_model = env.GHOSTFIM_TEST_MODEL or "tiny"
 local switch_model = env.GHOSTFIM_TEST_SWITCH_MODEL
   or (start_model == "small" and "tiny" or "small")
-local ghost_wait_ms = tonumber(env.GHOSTFIM_TEST_GHOST_MS or "") or 3000
-local total_timeout_s = tonumber(env.GHOSTFIM_TEST_TIMEOUT_S or "") or 170
+local ghost_wait_ms = H.ghost_wait_ms
 local force_own_renderer = env.GHOSTFIM_TEST_NATIVE == "0"
 
-local passed, failed, skipped = 0, 0, 0
-local finished = false
-local runner
-
-local function say(fmt, ...)
-  io.stdout:write(string.format(fmt, ...) .. "\n")
-  io.stdout:flush()
-end
-
-local function pass(name, detail)
-  passed = passed + 1
-  say("ok   - %s%s", name, detail and (" (" .. detail .. ")") or "")
-end
-
-local function fail(name, why)
-  failed = failed + 1
-  say("FAIL - %s: %s", name, why)
-end
-
-local function skip(name, why)
-  skipped = skipped + 1
-  say("skip - %s: %s", name, why)
-end
-
-local function finish()
-  if finished then
-    return
-  end
-  finished = true
-  say("%d passed, %d failed", passed, failed)
-  if failed > 0 or passed == 0 then
-    vim.cmd("cquit 1")
-  else
-    vim.cmd("qall!")
-  end
-end
-
-local function resume()
-  if finished then
-    return
-  end
-  local ok, err = coroutine.resume(runner)
-  if not ok then
-    fail("test script", debug.traceback(runner, tostring(err)))
-    finish()
-  end
-end
-
--- Lets the event loop run (keys, LSP messages, timers) for `ms` milliseconds.
-local function sleep(ms)
-  vim.defer_fn(resume, ms)
-  coroutine.yield()
-end
-
--- Polls `predicate` until it returns a truthy value or `timeout_ms` passes.
-local function wait_for(timeout_ms, predicate, interval_ms)
-  local deadline = vim.loop.now() + timeout_ms
-  while true do
-    local value = predicate()
-    if value or vim.loop.now() >= deadline then
-      return value
-    end
-    sleep(interval_ms or 10)
-  end
-end
-
-local function buffer_text()
-  return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
-end
-
-local function shown_text()
-  local ns = ghostfim.namespace()
-  if not ns then
-    return nil
-  end
-  local text = ghost.shown_text(0, ns)
-  if text == "" then
-    return nil
-  end
-  return text
-end
-
--- Ghost text that stayed the same for `quiet_ms`: the server streams growing suggestions
--- (ghostfim/ghostText), and accepting mid-stream would make the expected text a moving target.
-local function wait_for_stable_ghost(timeout_ms, quiet_ms)
-  local last, since = nil, vim.loop.now()
-  return wait_for(timeout_ms, function()
-    local text = shown_text()
-    if text ~= last then
-      last, since = text, vim.loop.now()
-    end
-    return text and vim.loop.now() - since >= quiet_ms and text
-  end)
-end
-
-local function type_keys(text, gap_ms)
-  for i = 1, #text do
-    vim.api.nvim_input(text:sub(i, i) == "<" and "<lt>" or text:sub(i, i))
-    sleep(gap_ms or 15)
-  end
-end
-
-local function status_now(timeout_ms)
-  local answer
-  ghostfim.status(function(err, result)
-    answer = { err = err, result = result }
-  end)
-  wait_for(timeout_ms or 5000, function()
-    return answer
-  end)
-  return answer and answer.result, answer and answer.err
-end
-
--- Captures vim.notify messages while `fn` runs (expected error messages stay off the output).
-local function capture_notify(fn)
-  local messages, original = {}, vim.notify
-  vim.notify = function(msg)
-    table.insert(messages, msg)
-  end
-  local ok, result = pcall(fn)
-  vim.notify = original
-  assert(ok, result)
-  return result, table.concat(messages, "\n")
-end
+local say, pass, fail, skip = H.say, H.pass, H.fail, H.skip
+local sleep, wait_for = H.sleep, H.wait_for
+local buffer_text, shown_text = H.buffer_text, H.shown_text
+local wait_for_stable_ghost, type_keys = H.wait_for_stable_ghost, H.type_keys
+local status_now, capture_notify = H.status_now, H.capture_notify
 
 ---------------------------------------------------------------------------------------------
 -- Checks that need no server
@@ -185,7 +47,8 @@ end
 
 local function check_config_validation()
   local cfg = config.resolve(nil)
-  if not cfg or cfg.cmd[1] ~= "ghostfim" or cfg.keymaps.accept ~= "<M-l>" then
+  if not cfg or not vim.deep_equal(cfg.cmd, config.default_cmd())
+      or cfg.cmd[#cfg.cmd] ~= "serve" or cfg.keymaps.accept ~= "<M-l>" then
     return fail("config defaults", vim.inspect(cfg))
   end
   local cases = {
@@ -245,11 +108,22 @@ local function check_help_tags()
     tags[line:match("^[^\t]+")] = true
   end
   local required = { "ghostfim", "ghostfim-setup", "ghostfim-options", "ghostfim-keymaps",
-    ":GhostfimModel", ":GhostfimStatus", ":GhostfimToggle", "ghostfim-statusline" }
+    ":GhostfimModel", ":GhostfimStatus", ":GhostfimToggle", ":GhostfimRestart",
+    "ghostfim-statusline", "ghostfim-health", "ghostfim-restart", "ghostfim-lsp-enable",
+    "ghostfim-fallback" }
   for _, tag in ipairs(required) do
     if not tags[tag] then
       return fail("help tags", "missing *" .. tag .. "*")
     end
+  end
+  -- The committed doc/tags (so that :help works without running :helptags) must be what
+  -- :helptags makes of the committed help file.
+  local generated = vim.fn.readfile(dir .. "/doc/tags")
+  local committed = vim.fn.filereadable(plugin_root .. "/doc/tags") == 1
+    and vim.fn.readfile(plugin_root .. "/doc/tags") or {}
+  if not vim.deep_equal(generated, committed) then
+    return fail("help tags", "doc/tags is not what :helptags generates; run " ..
+      "nvim --headless -c 'helptags editors/nvim/doc' -c q")
   end
   vim.opt.runtimepath:append(dir)
   ok, err = pcall(vim.cmd, "help ghostfim-setup")
@@ -257,49 +131,12 @@ local function check_help_tags()
     return fail("help tags", ":help ghostfim-setup: " .. err)
   end
   vim.cmd("helpclose")
-  pass("help file: tags unique, :help ghostfim-setup opens", vim.tbl_count(tags) .. " tags")
+  pass("help file: tags unique, doc/tags up to date, :help ghostfim-setup opens", vim.tbl_count(tags) .. " tags")
 end
 
 ---------------------------------------------------------------------------------------------
 -- Checks against the server
 ---------------------------------------------------------------------------------------------
-
-local function open_python_file()
-  local path = vim.fn.tempname() .. ".py"
-  vim.fn.writefile({
-    "def fibonacci(n):",
-    '    """Return the n-th Fibonacci number."""',
-    "    if n < 2:",
-    "        return n",
-  }, path)
-  vim.cmd("edit " .. vim.fn.fnameescape(path))
-  return path
-end
-
-local function check_server_ready()
-  local result, err
-  local started = vim.loop.now()
-  local ready = wait_for(90000, function()
-    result, err = status_now(5000)
-    -- A server that never started will not start later: fail now rather than in 90 s.
-    if not require("ghostfim.client").get() and vim.loop.now() - started > 10000 then
-      return true
-    end
-    return result and result.state == "ready"
-  end, 250)
-  ready = ready and result and result.state == "ready"
-  if not ready then
-    return fail("server ready", string.format("last ghostfim/status: %s %s",
-      vim.inspect(result), vim.inspect(err)))
-  end
-  local preset = result.model and result.model.preset
-  if preset ~= start_model then
-    return fail("server ready", string.format("preset %s, expected %s from init_options",
-      tostring(preset), start_model))
-  end
-  pass("server started and reports ready", "preset " .. preset)
-  return true
-end
 
 -- Types the start of a line at the end of the file and waits for a suggestion.
 local function type_and_wait_for_ghost(name, text)
@@ -551,61 +388,361 @@ local function check_model_switch()
     table.concat(states, "→"), vim.loop.now() - started, tostring(statusline_loading)))
 end
 
+
+-- A server that dies at once, again and again: restarted at most MAX_RESTARTS times, then left
+-- down with a message; one :GhostfimToggle then starts it again (it used to take two presses:
+-- the first turned "off" suggestions that were nominally on).
+local function check_restart_limit()
+  local name = "crashing server: restarted " .. ghostfim.MAX_RESTARTS .. " times, then stopped"
+  local messages, stop = H.collect_notify()
+  ghostfim.setup({ cmd = { "sh", "-c", "exit 3" }, filetypes = { "python" } })
+  local path = vim.fn.tempname() .. ".py"
+  vim.fn.writefile({ "x = 1" }, path)
+  vim.cmd("edit " .. vim.fn.fnameescape(path))
+  local gave_up = wait_for(15000, function()
+    return H.count(messages, "not restarted again") > 0
+  end, 20)
+  local restarted = H.count(messages, "restarting it")
+  sleep(700) -- nothing may start after giving up
+  local after = H.count(messages, "restarting it") - restarted
+  if not gave_up or restarted ~= ghostfim.MAX_RESTARTS or after > 0 then
+    fail(name, string.format("gave up: %s, restarts announced: %d, after giving up: %d; %s",
+      tostring(gave_up), restarted, after, table.concat(messages, " | ")))
+  else
+    pass(name, "exit code 3")
+  end
+  -- One press brings it back: it crashes again, which shows it was started.
+  local before = H.count(messages, "restarting it")
+  local on = ghostfim.toggle()
+  local again = wait_for(5000, function()
+    return H.count(messages, "restarting it") > before
+  end, 20)
+  if on ~= true or not again then
+    fail(":GhostfimToggle after the server gave up", string.format(
+      "one press returned %s, server started again: %s", tostring(on), tostring(again)))
+  else
+    pass(":GhostfimToggle after the server gave up: one press starts it again")
+  end
+  -- Let it give up again before the real server's setup() (which starts over anyway).
+  wait_for(5000, function()
+    return H.count(messages, "not restarted again") > 1
+  end, 20)
+  stop()
+  vim.cmd("bwipeout! " .. vim.fn.fnameescape(path))
+end
+
+-- Mappings that the user (or cmp, LazyVim) made on ghostfim's keys before setup(): a global
+-- Lua callback, a global expr Lua callback, a global Vimscript expr mapping, and a
+-- buffer-local mapping made on FileType before ghostfim attaches.
+local function define_user_mappings()
+  vim.g.ghostfim_test_mj = 0
+  vim.keymap.set("i", "<M-j>", function()
+    vim.g.ghostfim_test_mj = vim.g.ghostfim_test_mj + 1
+  end, { desc = "user: move line" })
+  vim.keymap.set("i", "<M-e>", function()
+    return "<lt>E>"
+  end, { expr = true, desc = "user: expr" })
+  vim.cmd([[inoremap <expr> <M-w> pumvisible() ? "\<C-n>" : 'W!']])
+  vim.cmd([[autocmd FileType python inoremap <buffer> <M-l> L!]])
+end
+
+local function check_fallback_keys()
+  local name = "keys with nothing to act on run the user's previous mappings"
+  ghostfim.toggle(false) -- no suggestion can appear: every key falls back
+  vim.api.nvim_input("<Esc>Go")
+  sleep(50)
+  vim.api.nvim_input("<M-l>")
+  sleep(30)
+  vim.api.nvim_input("<M-w>")
+  sleep(30)
+  vim.api.nvim_input("<M-e>")
+  sleep(30)
+  vim.api.nvim_input("<M-j>")
+  sleep(30)
+  -- Keys typed right after a fallback key stay after what it produced.
+  vim.api.nvim_input("<M-l>xy")
+  sleep(80)
+  local line = vim.api.nvim_get_current_line()
+  local mj = vim.g.ghostfim_test_mj
+  vim.api.nvim_input("<Esc>")
+  sleep(30)
+  vim.cmd("silent! normal! dd")
+  ghostfim.toggle(true)
+  if line ~= "L!W!<E>L!xy" or mj ~= 1 then
+    return fail(name, string.format("line %q (expected %q), Lua callback ran %s times",
+      line, "L!W!<E>L!xy", tostring(mj)))
+  end
+  pass(name, "buffer-local rhs, Vimscript expr, Lua expr, Lua callback, typeahead order")
+end
+
+-- The server's answer comes after the user typed on (here: the keystrokes' autocommands are
+-- held back, so no newer request replaces the one in flight). The characters typed since must
+-- not be inserted a second time on accept, and a suggestion they do not match is dropped.
+local function check_typed_on_past_request()
+  local name = "answer arriving after more typing: accept inserts nothing twice"
+  local original_request = client.request
+  local answers = {}
+  client.request = function(method, params, handler, bufnr)
+    if method ~= "textDocument/inlineCompletion" then
+      return original_request(method, params, handler, bufnr)
+    end
+    return original_request(method, params, function(err, result)
+      table.insert(answers, { err = err, result = result,
+        tick = vim.api.nvim_buf_get_changedtick(0) })
+      handler(err, result)
+    end, bufnr)
+  end
+  local function answer_text(answer)
+    local items = answer and type(answer.result) == "table"
+      and (answer.result.items or answer.result) or {}
+    return items[1] and items[1].insertText
+  end
+  local function attempt(typed_of)
+    vim.api.nvim_input("<Esc>Go")
+    sleep(50)
+    type_keys("    return fib")
+    wait_for_stable_ghost(ghost_wait_ms, 300)
+    ghostfim.dismiss()
+    answers = {}
+    local row = vim.api.nvim_win_get_cursor(0)[1]
+    local prefix = vim.api.nvim_get_current_line()
+    local tick = vim.api.nvim_buf_get_changedtick(0)
+    ghostfim.trigger()
+    local typed = typed_of()
+    vim.o.eventignore = "all"
+    vim.api.nvim_input(typed)
+    wait_for(1000, function()
+      return vim.api.nvim_get_current_line() == prefix .. typed
+    end, 1)
+    sleep(30) -- the insert loop has seen the change (TextChangedI ignored, not postponed)
+    vim.o.eventignore = ""
+    wait_for(ghost_wait_ms + 5000, function()
+      return #answers > 0
+    end)
+    sleep(100)
+    return answers[1], tick, row, prefix, typed
+  end
+  -- First the suggestion for this state, to know what to type.
+  local first = attempt(function()
+    return ""
+  end)
+  local suggestion = answer_text(first)
+  vim.api.nvim_input("<Esc>")
+  sleep(30)
+  vim.cmd("silent! normal! dd")
+  if not suggestion or #suggestion < 3 or suggestion:sub(1, 2):find("[\n<]") then
+    client.request = original_request
+    return skip(name, "no usable suggestion to type into: " .. vim.inspect(suggestion))
+  end
+  local typed_ahead = suggestion:sub(1, 2)
+  for try = 1, 3 do
+    local answer, tick, row, prefix, typed = attempt(function()
+      return typed_ahead
+    end)
+    local text = answer_text(answer)
+    if answer and answer.tick ~= tick + #typed and text and text:sub(1, #typed) == typed then
+      local shown = shown_text()
+      if shown ~= text:sub(#typed + 1) then
+        client.request = original_request
+        return fail(name, string.format("typed %q after the request; suggestion %q; shown %q",
+          typed, text, tostring(shown)))
+      end
+      vim.api.nvim_input(ghostfim.config().keymaps.accept)
+      sleep(100)
+      local lines = vim.api.nvim_buf_get_lines(0, row - 1, -1, false)
+      local got = table.concat(lines, "\n")
+      client.request = original_request
+      vim.api.nvim_input("<Esc>")
+      sleep(30)
+      if got ~= prefix .. text then
+        return fail(name, string.format("buffer from the line on is %q, expected %q", got,
+          prefix .. text))
+      end
+      pass(name, string.format("typed %q, inserted %q, try %d", typed, text:sub(#typed + 1),
+        try))
+      break
+    end
+    vim.api.nvim_input("<Esc>")
+    sleep(30)
+    vim.cmd("silent! normal! dd")
+    if try == 3 then
+      client.request = original_request
+      return fail(name, "the answer never came after the typing: " .. vim.inspect(answer))
+    end
+  end
+  -- Typed text that is not the suggestion's start: the stale suggestion must not show.
+  local answer = attempt(function()
+    return "@@"
+  end)
+  client.request = original_request
+  local stale = shown_text()
+  vim.api.nvim_input("<Esc>")
+  sleep(30)
+  vim.cmd("silent! normal! dd")
+  if not answer_text(answer) then
+    return skip("stale suggestion dropped", "the server answered nothing")
+  end
+  if stale then
+    return fail("stale suggestion dropped", "typed \"@@\", still shown: " .. stale)
+  end
+  pass("stale suggestion dropped when what was typed since is not its start")
+end
+
+local function checkhealth_lines()
+  vim.cmd("checkhealth ghostfim")
+  local lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  vim.cmd("tabclose")
+  return table.concat(lines, "\n")
+end
+
+local function check_health()
+  local name = ":checkhealth ghostfim"
+  local text = checkhealth_lines()
+  local want = {
+    "server command found", "server ghostfim %d+%.%d+%.%d+ is running", "model " .. start_model,
+    "is ready", "GPU: ", "<M%-w> %(accept_word%) is also mapped globally",
+    "<M%-l> %(accept%) was mapped in buffer", "<M%-j> %(accept_line%) is also mapped globally",
+  }
+  for _, pattern in ipairs(want) do
+    if not text:find(pattern) then
+      return fail(name, string.format("no %q in\n%s", pattern, text))
+    end
+  end
+  if text:find("ERROR") or text:find("Failed to run healthcheck") then
+    return fail(name, "reports an error:\n" .. text)
+  end
+  pass(name, "server, version, model state, GPU, 3 keymap conflicts")
+end
+
+-- SIGKILL the server: the plugin starts it again, attaches the buffer to the new client, and
+-- ghost text comes back.
+local function check_restart_after_kill()
+  local name = "server killed with SIGKILL: restarted, buffer re-attached"
+  local old_id = client.id
+  local pid = H.server_pid()
+  if not pid then
+    return fail(name, "no server process among Neovim's children")
+  end
+  local stop_capture = H.start_capture()
+  local killed_at = vim.loop.now()
+  vim.loop.kill(pid, "sigkill")
+  local new_id = wait_for(10000, function()
+    local c = client.get()
+    return c and c.id ~= old_id and c.id
+  end, 20)
+  local messages = stop_capture()
+  if not new_id then
+    return fail(name, "no new client within 10 s; messages: " .. table.concat(messages, " | "))
+  end
+  local attached = vim.lsp.buf_is_attached(0, new_id)
+  if not attached then
+    return fail(name, "the buffer is not attached to the new client " .. new_id)
+  end
+  if not H.check_server_ready(start_model, 60000) then
+    return
+  end
+  local ready_ms = vim.loop.now() - killed_at
+  say("restarted: client %d -> %d, ready %d ms after the kill; %s", old_id, new_id, ready_ms,
+    table.concat(messages, " | "):gsub("\n", " "))
+  if type_and_wait_for_ghost("ghost text again after the restart", "    return fib") then
+    pass(name, string.format("ready again after %d ms", ready_ms))
+  else
+    fail(name, "no ghost text after the restart")
+  end
+  vim.api.nvim_input("<Esc>")
+  sleep(30)
+end
+
+local function check_restart_command()
+  local name = ":GhostfimRestart"
+  local old_id = client.id
+  vim.cmd("GhostfimRestart")
+  local new_id = wait_for(10000, function()
+    local c = client.get()
+    return c and c.id ~= old_id and c.id
+  end, 20)
+  if not new_id or not vim.lsp.buf_is_attached(0, new_id) then
+    return fail(name, "no new client attached to the buffer: " .. tostring(new_id))
+  end
+  -- The old server was asked to stop: its exit is no crash, nothing restarts twice.
+  sleep(500)
+  if client.id ~= new_id then
+    return fail(name, string.format("client changed again: %s -> %s", new_id, client.id))
+  end
+  if not H.check_server_ready(start_model, 60000) then
+    return
+  end
+  pass(name, string.format("client %d -> %d", old_id, new_id))
+end
+
+-- setup() again takes ghostfim's keys away and gives the buffer its own mapping back.
+local function check_mappings_restored()
+  local name = "setup() again restores the buffer's own mapping"
+  capture_notify(function()
+    ghostfim.setup({ enabled = false, cmd = server_cmd })
+  end)
+  local mapping = keys.mapping_in(0, "<M-l>")
+  if not mapping or mapping.rhs ~= "L!" or mapping.buffer ~= 1 then
+    return fail(name, "<M-l> is " .. vim.inspect(mapping))
+  end
+  pass(name)
+end
+
 ---------------------------------------------------------------------------------------------
 
 local function main()
-  say("ghostfim nvim test: %s, server %q, model %s", vim.fn.execute("version"):match("NVIM [^\n]+"),
+  say("ghostfim nvim test: %s, server %q, model %s", H.version_line(),
     table.concat(server_cmd, " "), start_model)
   check_config_validation()
   check_partial_accept_split()
   check_help_tags()
+  check_restart_limit()
 
+  define_user_mappings()
   local ok = ghostfim.setup({
     cmd = server_cmd,
     model = { size = start_model },
     native = not force_own_renderer,
   })
   if not ok then
-    fail("setup", "returned false")
-    return finish()
+    return fail("setup", "returned false")
   end
   say("renderer: %s", ghostfim.namespace() == ghost.namespace and "ghostfim" or "native")
-  open_python_file()
-  if not check_server_ready() then
-    return finish()
+  H.open_python_file()
+  if not H.check_server_ready(start_model) then
+    return
   end
 
-  local keys = ghostfim.config().keymaps
+  local keymaps = ghostfim.config().keymaps
   local shown = type_and_wait_for_ghost("ghost text appears while typing", "    return fib")
   if shown then
     check_drawn_on_screen(shown)
     check_typed_through(shown)
-    check_accept("accept key inserts the suggestion", keys.accept, "all")
+    check_accept("accept key inserts the suggestion", keymaps.accept, "all")
   end
   check_cleared_on_insert_leave()
 
   if type_and_wait_for_ghost("ghost text appears on a new line", "    x = fibonacci(") then
-    check_accept("accept-word key inserts the next word", keys.accept_word, "word")
-    check_dismiss(keys.dismiss)
-    check_trigger(keys.trigger)
+    check_accept("accept-word key inserts the next word", keymaps.accept_word, "word")
+    check_dismiss(keymaps.dismiss)
+    check_trigger(keymaps.trigger)
   end
   vim.api.nvim_input("<Esc>")
   sleep(50)
 
+  if ghostfim.namespace() == ghost.namespace then
+    check_typed_on_past_request()
+  end
+  check_fallback_keys()
+  check_health()
   check_statusline_latency()
   check_status_command()
   check_toggle()
   check_model_commands()
+  check_restart_after_kill()
+  check_restart_command()
   check_model_switch()
-  finish()
+  check_mappings_restored()
 end
 
-vim.defer_fn(function()
-  if not finished then
-    fail("whole run", string.format("did not finish within %d s", total_timeout_s))
-    finish()
-  end
-end, total_timeout_s * 1000)
-
-runner = coroutine.create(main)
-resume()
+H.run(main)

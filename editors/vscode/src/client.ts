@@ -24,7 +24,7 @@ import {
 import { type LaunchResolution, resolveServerLaunch } from './launch';
 import { RestartBudget } from './restartPolicy';
 import type { ExecutableSearch } from './serverPath';
-import { SECTION, type ServerSettings, toServerSettings } from './settings';
+import { SECTION, type ServerSettings, serverEnable, toServerSettings } from './settings';
 
 export const CLIENT_ID = 'ghostfim';
 const CLIENT_NAME = 'ghostfim';
@@ -35,7 +35,13 @@ export const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }];
 /** The settings object the server reads, from the current `ghostfim` section. */
 export function currentServerSettings(): ServerSettings {
   const config = vscode.workspace.getConfiguration(SECTION);
-  return toServerSettings((key) => config.get(key));
+  // Languages with a value of their own, defaults included (prose is off by default).
+  const languages = config.inspect('enable')?.languageIds ?? [];
+  const enable = serverEnable(
+    config.get('enable'),
+    languages.map((languageId) => vscode.workspace.getConfiguration(SECTION, { languageId }).get('enable')),
+  );
+  return toServerSettings((key) => (key === 'enable' ? enable : config.get(key)));
 }
 
 function isExecutableFile(candidate: string): boolean {

@@ -8,6 +8,7 @@ import {
   MODEL_SIZE_DESCRIPTIONS,
   MODEL_SIZES,
   SECTION,
+  toggleWriteFor,
   type WriteTarget,
   writeTargetFor,
 } from './settings';
@@ -64,12 +65,19 @@ export async function switchModelSize(): Promise<void> {
   }
 }
 
-/** Turns inline suggestions on or off (the server is told through the settings). */
+/**
+ * Turns inline suggestions on or off for what the focused editor shows: its language's own value
+ * when it has one, else the plain setting (toggleWriteFor). The server is told through the settings.
+ */
 export async function toggle(): Promise<void> {
-  const enabled = vscode.workspace.getConfiguration(SECTION).get<boolean>('enable', true);
-  await writeSetting('enable', !enabled);
+  const document = vscode.window.activeTextEditor?.document;
+  const config = vscode.workspace.getConfiguration(SECTION, document);
+  const enabled = config.get<boolean>('enable', true);
+  const write = toggleWriteFor(config.inspect('enable'));
+  await config.update('enable', !enabled, TARGETS[write.target], write.inLanguage);
   if (enabled) await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
-  vscode.window.setStatusBarMessage(`ghostfim ${enabled ? 'disabled' : 'enabled'}`, 2000);
+  const where = write.inLanguage && document !== undefined ? ` for ${document.languageId}` : '';
+  vscode.window.setStatusBarMessage(`ghostfim ${enabled ? 'disabled' : 'enabled'}${where}`, 2000);
 }
 
 type StatusAction = 'switch' | 'toggle' | 'restart' | 'log';
@@ -87,7 +95,9 @@ export async function showStatus(
   log: vscode.LogOutputChannel,
 ): Promise<void> {
   const status = (await server.refreshStatus()) ?? statusBar.serverStatus;
-  const enabled = vscode.workspace.getConfiguration(SECTION).get<boolean>('enable', true);
+  const enabled = vscode.workspace
+    .getConfiguration(SECTION, vscode.window.activeTextEditor?.document)
+    .get<boolean>('enable', true);
   const separator = (label: string): StatusItem => ({ label, kind: vscode.QuickPickItemKind.Separator });
 
   const items: StatusItem[] = [separator('Server')];

@@ -44,6 +44,8 @@ export function activate(context: vscode.ExtensionContext): void {
       }
       statusBar.render();
     }),
+    // The status bar says whether suggestions are on for the focused editor's language.
+    vscode.window.onDidChangeActiveTextEditor(() => statusBar.render()),
     // Trusting a workspace makes its virtual environment eligible (serverPath.ts).
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       if (server.current === undefined) void server.restart();

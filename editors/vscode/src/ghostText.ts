@@ -12,6 +12,22 @@ export interface EditorState {
   uri: string;
   version: number;
   position: Position;
+  /**
+   * The text of the cursor's line, when known. It lets a suggestion made a few keystrokes ago be
+   * shown over the characters typed since (see typedSince).
+   */
+  lineText?: string;
+}
+
+/** A stored suggestion as it applies to the editor's state now. */
+export interface StoredMatch {
+  entry: GhostTextParams;
+  /**
+   * What the user typed since the suggestion's request, '' for the very state it was made for.
+   * The item shown covers these characters, so accepting replaces them instead of inserting
+   * them a second time.
+   */
+  typed: string;
 }
 
 export function sameState(a: EditorState, b: EditorState): boolean {
@@ -32,6 +48,26 @@ export type GhostTextDecision =
   /** For another document, version or cursor position, or the user dismissed it. */
   | 'stale';
 
+/**
+ * The characters typed since `origin` (a suggestion's request state), or undefined when the
+ * editor did anything else since. Typing n characters at the cursor makes n edits (VS Code bumps
+ * the version once per edit, an auto-closed bracket included), so the editor must be on the same
+ * line, exactly as many characters and versions further on, and the typed text must be the start
+ * of the suggestion with something left to show. Anything else (a deletion, an edit elsewhere, a
+ * paste) fails one of these, and the suggestion is not trusted any more.
+ */
+export function typedSince(origin: GhostTextParams, current: EditorState): string | undefined {
+  if (origin.uri !== current.uri || origin.position.line !== current.position.line) return undefined;
+  if (current.lineText === undefined) return undefined;
+  const count = current.position.character - origin.position.character;
+  if (count <= 0 || current.version - origin.version !== count) return undefined;
+  const typed = current.lineText.slice(origin.position.character, current.position.character);
+  if (typed.length !== count || !origin.insertText.startsWith(typed) || origin.insertText.length <= count) {
+    return undefined;
+  }
+  return typed;
+}
+
 function stateKey(state: EditorState): string {
   return `${state.version}:${state.position.line}:${state.position.character}`;
 }
@@ -48,12 +84,20 @@ export class GhostTextStore {
 
   /**
    * Records a notification, given the state of the editor showing its document (undefined when no
-   * focused editor shows it, or it has several or non-empty selections).
+   * focused editor shows it, or it has several or non-empty selections). With `typedThrough`, a
+   * notification for a state a few typed characters back is kept too (see typedSince).
    */
-  record(update: GhostTextParams, current: EditorState | undefined): GhostTextDecision {
-    if (current === undefined || !sameState(update, current)) return 'stale';
-    if (this.dismissed.get(update.uri) === stateKey(update)) return 'stale';
+  record(update: GhostTextParams, current: EditorState | undefined, typedThrough = false): GhostTextDecision {
+    if (current === undefined) return 'stale';
+    // Growth that arrives after the user typed on into it still shows, over the typed text; the
+    // caller says whether that is wanted (not while a request for the new state is in flight).
+    const exact = sameState(update, current);
+    if (!exact && (!typedThrough || typedSince(update, current) === undefined)) return 'stale';
+    const dismissedAt = this.dismissed.get(update.uri);
+    if (dismissedAt === stateKey(update) || dismissedAt === stateKey(current)) return 'stale';
     const previous = this.latest.get(update.uri);
+    // A late notification of an older request never replaces a newer one's text.
+    if (!exact && previous !== undefined && previous.version > update.version) return 'stale';
     this.latest.set(update.uri, update);
     if (previous !== undefined && sameState(previous, update) && previous.insertText === update.insertText) {
       return 'unchanged';
@@ -67,6 +111,20 @@ export class GhostTextStore {
     if (entry === undefined || !sameState(entry, state)) return undefined;
     if (this.dismissed.get(state.uri) === stateKey(state)) return undefined;
     return entry;
+  }
+
+  /**
+   * The stored suggestion for this state, or for one a few typed characters ago whose text the
+   * user is typing through (not dismissed at either).
+   */
+  match(state: EditorState): StoredMatch | undefined {
+    const entry = this.latest.get(state.uri);
+    if (entry === undefined) return undefined;
+    const dismissedAt = this.dismissed.get(state.uri);
+    if (dismissedAt === stateKey(state) || dismissedAt === stateKey(entry)) return undefined;
+    if (sameState(entry, state)) return { entry, typed: '' };
+    const typed = typedSince(entry, state);
+    return typed === undefined ? undefined : { entry, typed };
   }
 
   /** The user hid the suggestion here: later growth for this state must not bring it back. */

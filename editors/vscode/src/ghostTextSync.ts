@@ -25,12 +25,15 @@ export function editorStateOf(
     uri: protocolUri(client, document.uri),
     version: document.version,
     position: { line: position.line, character: position.character },
+    lineText: position.line < document.lineCount ? document.lineAt(position.line).text : undefined,
   };
 }
 
 export class GhostTextSync implements vscode.Disposable {
   readonly store = new GhostTextStore();
   private readonly retrigger: CoalescingRunner;
+  /** Requests the provider is waiting for, per document URI. */
+  private readonly inFlight = new Map<string, number>();
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -41,7 +44,7 @@ export class GhostTextSync implements vscode.Disposable {
       async () => {
         // The editor may have moved on since the notification was stored.
         const state = this.focusedState();
-        if (state === undefined || this.store.lookup(state) === undefined) return;
+        if (state === undefined || this.store.match(state) === undefined) return;
         await vscode.commands.executeCommand(TRIGGER_INLINE_SUGGEST);
       },
       (error) => this.log.warn(`Re-querying inline suggestions failed: ${String(error)}`),
@@ -66,7 +69,23 @@ export class GhostTextSync implements vscode.Disposable {
       this.log.debug('Ignored a malformed ghostfim/ghostText notification.');
       return;
     }
-    if (this.store.record(params, this.focusedState()) === 'show') this.retrigger.request();
+    // Growth for a state the user has typed on from is shown over the typed characters, but not
+    // while a request for the new state is on its way: re-querying would cancel that request, and
+    // the server may be growing its answer (it supersedes the older request when a newer comes).
+    const typedThrough = (this.inFlight.get(params.uri) ?? 0) === 0;
+    if (this.store.record(params, this.focusedState(), typedThrough) === 'show') this.retrigger.request();
+  }
+
+  /** Runs `request` counted as in flight for the document, for handleNotification. */
+  async whileInFlight<T>(uri: string, request: () => Promise<T>): Promise<T> {
+    this.inFlight.set(uri, (this.inFlight.get(uri) ?? 0) + 1);
+    try {
+      return await request();
+    } finally {
+      const left = (this.inFlight.get(uri) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(uri, left);
+      else this.inFlight.delete(uri);
+    }
   }
 
   /** Escape while ghost text is visible: hide it and keep it hidden while it grows. */

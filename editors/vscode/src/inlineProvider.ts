@@ -6,7 +6,7 @@ import * as vscode from 'vscode';
 import { InlineCompletionRequest, type LanguageClient, LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
 import { preferGrownText } from './ghostText';
 import { editorStateOf, type GhostTextSync } from './ghostTextSync';
-import { inlineCompletionParams, type Suggestion, suggestionsFromResult } from './inlineResult';
+import { inlineCompletionParams, placeSuggestion, type Suggestion, suggestionsFromResult } from './inlineResult';
 import { SECTION } from './settings';
 
 function isCancellation(error: unknown): boolean {
@@ -29,20 +29,31 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     context: vscode.InlineCompletionContext,
     token: vscode.CancellationToken,
   ): Promise<vscode.InlineCompletionItem[] | undefined> {
-    // Language-overridable, so `"[markdown]": {"ghostfim.enable": false}` works client-side.
+    // The per-language gate lives here, the server knows no languages: it is told `enable: true`
+    // while any language is on (serverEnable in settings.ts), and this decides per document.
     if (!vscode.workspace.getConfiguration(SECTION, document).get<boolean>('enable', true)) return undefined;
     const client = this.getClient();
     // sendRequest would start a stopped client; a server that is down stays down until restarted.
     if (client === undefined || !client.isRunning()) return undefined;
 
     const state = editorStateOf(client, document, position);
+    const lineText = state.lineText ?? '';
     // A re-query caused by a ghostText notification: answer from the grown text. Sending a request
-    // here would supersede the request whose generation is still growing.
+    // here would supersede the request whose generation is still growing. Automatic requests use
+    // the stored text only for the very state it was made for; our own re-query (an explicit
+    // trigger) also for a state the user typed on to, shown over the typed characters.
     const selected = context.selectedCompletionInfo;
     if (selected === undefined) {
-      const stored = this.ghostText.store.lookup(state);
-      if (stored !== undefined) {
-        return stored.insertText === '' ? undefined : [this.toItem({ text: stored.insertText, isSnippet: false }, position)];
+      const stored = this.ghostText.store.match(state);
+      if (stored !== undefined && (stored.typed === '' || context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke)) {
+        if (stored.entry.insertText === '') return undefined;
+        const item = this.toItem(
+          { text: stored.entry.insertText, isSnippet: false, range: { start: stored.entry.position, end: stored.entry.position } },
+          position,
+          position,
+          lineText,
+        );
+        return item === undefined ? undefined : [item];
       }
     }
 
@@ -55,7 +66,9 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     let result: unknown;
     try {
       // By method name: languageclient's typed request carries the 3.17 proposal's trigger kinds.
-      result = await client.sendRequest<unknown>(InlineCompletionRequest.method, params, token);
+      result = await this.ghostText.whileInFlight(state.uri, () =>
+        client.sendRequest<unknown>(InlineCompletionRequest.method, params, token),
+      );
     } catch (error) {
       if (!token.isCancellationRequested && !isCancellation(error)) {
         this.log.warn(`textDocument/inlineCompletion failed: ${String(error)}`);
@@ -68,26 +81,43 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     if (suggestions.length === 0) return undefined;
     // Growth may already have arrived for this very state while the answer was on its way.
     const grown = selected === undefined ? this.ghostText.store.lookup(state) : undefined;
-    return suggestions.map((suggestion, index) =>
-      this.toItem(
-        index === 0 && !suggestion.isSnippet ? { ...suggestion, text: preferGrownText(suggestion.text, grown) } : suggestion,
-        position,
-      ),
-    );
+    // VS Code drops answers for an older document version itself; the items are still placed
+    // against the line as it is now, so a typed character is covered, never inserted twice.
+    const current = position.line < document.lineCount ? document.lineAt(position.line).text : lineText;
+    const items: vscode.InlineCompletionItem[] = [];
+    suggestions.forEach((suggestion, index) => {
+      const shown =
+        index === 0 && !suggestion.isSnippet ? { ...suggestion, text: preferGrownText(suggestion.text, grown) } : suggestion;
+      const item = this.toItem(shown, position, this.cursorIn(document) ?? position, current);
+      if (item !== undefined) items.push(item);
+    });
+    return items.length > 0 ? items : undefined;
   }
 
-  private toItem(suggestion: Suggestion, position: vscode.Position): vscode.InlineCompletionItem {
-    const insertText = suggestion.isSnippet ? new vscode.SnippetString(suggestion.text) : suggestion.text;
-    const range =
-      suggestion.range !== undefined
-        ? new vscode.Range(
-            suggestion.range.start.line,
-            suggestion.range.start.character,
-            suggestion.range.end.line,
-            suggestion.range.end.character,
-          )
-        : new vscode.Range(position, position);
-    const item = new vscode.InlineCompletionItem(insertText, range);
+  /** The focused editor's cursor in this document, if it has a single empty selection. */
+  private cursorIn(document: vscode.TextDocument): vscode.Position | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (editor?.document !== document || editor.selections.length !== 1 || !editor.selection.isEmpty) return undefined;
+    return editor.selection.active;
+  }
+
+  /** `requested`: the position the suggestion was asked for; `cursor`: where the cursor is now. */
+  private toItem(
+    suggestion: Suggestion,
+    requested: vscode.Position,
+    cursor: vscode.Position,
+    lineText: string,
+  ): vscode.InlineCompletionItem | undefined {
+    const at = { line: requested.line, character: requested.character };
+    const range = suggestion.range ?? { start: at, end: at };
+    // Snippets are placed as the server says: their text is not what ends up in the document.
+    const placed = suggestion.isSnippet
+      ? { text: suggestion.text, range }
+      : placeSuggestion(suggestion.text, range, { line: cursor.line, character: cursor.character }, lineText);
+    if (placed === undefined) return undefined;
+    const insertText = suggestion.isSnippet ? new vscode.SnippetString(placed.text) : placed.text;
+    const { start, end } = placed.range;
+    const item = new vscode.InlineCompletionItem(insertText, new vscode.Range(start.line, start.character, end.line, end.character));
     if (suggestion.filterText !== undefined) item.filterText = suggestion.filterText;
     return item;
   }

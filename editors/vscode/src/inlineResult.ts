@@ -92,3 +92,32 @@ export function suggestionsFromResult(result: unknown): Suggestion[] {
   const items = Array.isArray(result) ? result : isRecord(result) && Array.isArray(result.items) ? result.items : [];
   return items.map(asSuggestion).filter((s): s is Suggestion => s !== undefined);
 }
+
+/** An item ready for VS Code: the text and the range it replaces. */
+export interface PlacedSuggestion {
+  text: string;
+  range: Range;
+}
+
+/**
+ * Where a suggestion goes so that accepting it never doubles what the user typed. The server
+ * gives each item an empty `range` at the position its request was made for; when the cursor is
+ * further on along that line (characters typed since the request, or a stored suggestion being
+ * typed through), the item is widened to cover [request position, cursor] and keeps its whole
+ * text, so accepting replaces the typed characters instead of inserting them a second time (the
+ * bug peers' users report: copilot.lua #259, Neovim #36529). `lineText` is the cursor's line as
+ * it is now. A suggestion the typed text does not start, or that it used up, is dropped. A
+ * non-empty range from the server is its own decision and is passed through.
+ */
+export function placeSuggestion(text: string, range: Range, cursor: Position, lineText: string): PlacedSuggestion | undefined {
+  const origin = range.start;
+  const end = range.end;
+  if (origin.line !== end.line || origin.character !== end.character) {
+    return { text, range: { start: { ...origin }, end: { ...end } } };
+  }
+  if (cursor.line !== origin.line || cursor.character < origin.character) return undefined;
+  const typed = lineText.slice(origin.character, cursor.character);
+  if (typed.length !== cursor.character - origin.character) return undefined;
+  if (!text.startsWith(typed) || (typed !== '' && text.length <= typed.length)) return undefined;
+  return { text, range: { start: { ...origin }, end: { line: cursor.line, character: cursor.character } } };
+}

@@ -3,7 +3,7 @@
 // trace); the server is sent exactly the keys of the settings table in docs/protocol.md, nested
 // the way it expects (`model.size` -> `{model: {size}}`). No `vscode` import here.
 
-/** The keys of the settings table in docs/protocol.md, in its order (a test checks for drift). */
+/** The server's settings: the keys of lsp/settings.py and of docs/protocol.md's table (tests check both). */
 export const SERVER_SETTING_KEYS = [
   'enable',
   'model.size',
@@ -19,6 +19,7 @@ export const SERVER_SETTING_KEYS = [
   'postprocess',
   'extraContext',
   'extraContextTokens',
+  'kvSnapshotMb',
   'backend',
   'backendUrl',
   'backendModel',
@@ -91,6 +92,19 @@ function setNested(target: Record<string, unknown>, path: string[], value: unkno
   node[path[path.length - 1]] = value;
 }
 
+/**
+ * `enable` as the server is told it. The server refuses every request while its `enable` is
+ * false and knows nothing of languages, whereas VS Code's `ghostfim.enable` can be set per
+ * language both ways ("off, but on for Python"; "on, but off for Markdown"). So the extension
+ * gates each document by its own language's value (inlineProvider.ts), and the server is told
+ * `true` while any language may be served: the resolved value without a language, or `true` for
+ * one of the languages that have a value of their own. `false` reaches it only when nothing is
+ * on anywhere, which also stops the server's own background work.
+ */
+export function serverEnable(resolved: unknown, languageValues: readonly unknown[]): boolean {
+  return resolved !== false || languageValues.some((value) => value === true);
+}
+
 /** Where a setting currently has a value, as reported by WorkspaceConfiguration.inspect. */
 export interface SettingScopes {
   workspaceFolderValue?: unknown;
@@ -98,6 +112,35 @@ export interface SettingScopes {
 }
 
 export type WriteTarget = 'workspaceFolder' | 'workspace' | 'global';
+
+/** WorkspaceConfiguration.inspect's language-specific values, for one language. */
+export interface LanguageSettingScopes extends SettingScopes {
+  defaultLanguageValue?: unknown;
+  globalLanguageValue?: unknown;
+  workspaceLanguageValue?: unknown;
+  workspaceFolderLanguageValue?: unknown;
+}
+
+/** Where "ghostfim: Toggle" writes, and whether as a value for the editor's language. */
+export interface ToggleWrite {
+  target: WriteTarget;
+  inLanguage: boolean;
+}
+
+/**
+ * Toggle acts on what the user sees in the focused editor. When its language has a value of its
+ * own (set by the user, or the extension's default that leaves prose out), a global write would
+ * be shadowed by it, so the language's value is flipped, where it lives (a default language value
+ * is overridden in the user settings). Otherwise the plain value is, as writeTargetFor says.
+ */
+export function toggleWriteFor(scopes: LanguageSettingScopes | undefined): ToggleWrite {
+  if (scopes?.workspaceFolderLanguageValue !== undefined) return { target: 'workspaceFolder', inLanguage: true };
+  if (scopes?.workspaceLanguageValue !== undefined) return { target: 'workspace', inLanguage: true };
+  if (scopes?.globalLanguageValue !== undefined || scopes?.defaultLanguageValue !== undefined) {
+    return { target: 'global', inLanguage: true };
+  }
+  return { target: writeTargetFor(scopes), inLanguage: false };
+}
 
 /**
  * Picks where a command should write a setting so the change takes effect: writing to the

@@ -71,12 +71,16 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
-  /** Re-reads the settings that change the text (enable, model size). */
+  /**
+   * Re-reads the settings that change the text: model size, and enable as it applies to the
+   * focused editor's language (it can be off globally and on for Python, or the reverse).
+   */
   render(): void {
     const config = vscode.workspace.getConfiguration(SECTION);
+    const document = vscode.window.activeTextEditor?.document;
     const progress = [...this.progress.values()].pop();
     const input: StatusBarInput = {
-      enabled: config.get<boolean>('enable', true),
+      enabled: vscode.workspace.getConfiguration(SECTION, document).get<boolean>('enable', true),
       phase: this.phase,
       server: this.server,
       progress,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CoalescingRunner, type EditorState, GhostTextStore, preferGrownText, sameState } from '../src/ghostText';
+import { CoalescingRunner, type EditorState, GhostTextStore, preferGrownText, sameState, typedSince } from '../src/ghostText';
 import type { GhostTextParams } from '../src/protocol';
 
 const editor: EditorState = { uri: 'file:///a.py', version: 7, position: { line: 3, character: 8 } };
@@ -66,6 +66,56 @@ describe('GhostTextStore', () => {
     store.record(update('a'), editor);
     store.forgetDocument(editor.uri);
     assert.equal(store.size, 0);
+  });
+});
+
+describe('typed-through growth', () => {
+  // The request was made at character 8, after "    retu"; the user then typed "rn".
+  const typedOn: EditorState = { ...editor, version: 9, position: { line: 3, character: 10 }, lineText: '    return' };
+
+  it('tells what was typed since a request, one version per character', () => {
+    assert.equal(typedSince(update('rn a'), typedOn), 'rn');
+  });
+
+  it('refuses anything but plain typing into the suggestion', () => {
+    // Not what the suggestion says.
+    assert.equal(typedSince(update('rn a'), { ...typedOn, lineText: '    retuxx' }), undefined);
+    // More edits than characters: something else changed too.
+    assert.equal(typedSince(update('rn a'), { ...typedOn, version: 11 }), undefined);
+    // Another line, or the cursor went back.
+    assert.equal(typedSince(update('rn a'), { ...typedOn, position: { line: 4, character: 10 } }), undefined);
+    assert.equal(typedSince(update('rn a'), { ...editor, version: 6, position: { line: 3, character: 7 }, lineText: '    ret' }), undefined);
+    // The suggestion is used up.
+    assert.equal(typedSince(update('rn'), typedOn), undefined);
+    // The line is unknown.
+    assert.equal(typedSince(update('rn a'), { ...typedOn, lineText: undefined }), undefined);
+  });
+
+  it('keeps growth for a state typed on from only when asked to', () => {
+    const store = new GhostTextStore();
+    assert.equal(store.record(update('rn a'), typedOn), 'stale');
+    assert.equal(store.record(update('rn a'), typedOn, true), 'show');
+    assert.deepEqual(store.match(typedOn), { entry: update('rn a'), typed: 'rn' });
+    // lookup stays exact: a fresh answer is only merged with growth of its very state.
+    assert.equal(store.lookup(typedOn), undefined);
+  });
+
+  it('never lets an older request replace a newer one', () => {
+    const store = new GhostTextStore();
+    const newer = update(' a', { version: 9, position: { line: 3, character: 10 } });
+    assert.equal(store.record(newer, typedOn), 'show');
+    assert.equal(store.record(update('rn a'), typedOn, true), 'stale');
+    assert.equal(store.match(typedOn)?.entry.insertText, ' a');
+  });
+
+  it('stays dismissed when the user dismissed at either state', () => {
+    const store = new GhostTextStore();
+    store.dismiss(typedOn);
+    assert.equal(store.record(update('rn a'), typedOn, true), 'stale');
+    const other = new GhostTextStore();
+    other.record(update('rn a'), typedOn, true);
+    other.dismiss(editor);
+    assert.equal(other.match(typedOn), undefined);
   });
 });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { inlineCompletionParams, suggestionsFromResult, toLspTriggerKind } from '../src/inlineResult';
+import { inlineCompletionParams, placeSuggestion, suggestionsFromResult, toLspTriggerKind } from '../src/inlineResult';
 
 describe('toLspTriggerKind', () => {
   it('maps VS Code Invoke (0) to LSP Invoked (1) and Automatic (1) to Automatic (2)', () => {
@@ -59,5 +59,43 @@ describe('suggestionsFromResult', () => {
     assert.deepEqual(suggestionsFromResult({ items: [{ insertText: 'x', range: { start: 1 } }] }), [
       { text: 'x', isSnippet: false },
     ]);
+  });
+});
+
+describe('placeSuggestion', () => {
+  const at = (character: number) => ({ line: 4, character });
+  const empty = (character: number) => ({ start: at(character), end: at(character) });
+
+  it('inserts at the request position when nothing was typed since', () => {
+    assert.deepEqual(placeSuggestion('rt(x)', empty(18), at(18), '    return math.sq'), {
+      text: 'rt(x)',
+      range: empty(18),
+    });
+  });
+
+  it('covers what was typed since the request, so accepting does not insert it twice', () => {
+    // Requested after "math.sq"; the user typed "rt" before the answer was shown.
+    const placed = placeSuggestion('rt(x)', empty(18), at(20), '    return math.sqrt');
+    assert.deepEqual(placed, { text: 'rt(x)', range: { start: at(18), end: at(20) } });
+    // What accepting does: replace the range with the text.
+    const line = '    return math.sqrt';
+    assert.ok(placed);
+    const accepted = line.slice(0, placed.range.start.character) + placed.text + line.slice(placed.range.end.character);
+    assert.equal(accepted, '    return math.sqrt(x)');
+  });
+
+  it('drops a suggestion the typed text does not start, or has used up', () => {
+    assert.equal(placeSuggestion('rt(x)', empty(18), at(19), '    return math.sqx'), undefined);
+    assert.equal(placeSuggestion('rt', empty(18), at(20), '    return math.sqrt'), undefined);
+  });
+
+  it('drops it when the cursor left the line or went back before the request position', () => {
+    assert.equal(placeSuggestion('rt(x)', empty(18), { line: 5, character: 0 }, ''), undefined);
+    assert.equal(placeSuggestion('rt(x)', empty(18), at(17), '    return math.s'), undefined);
+  });
+
+  it("passes a server's non-empty range through", () => {
+    const range = { start: at(10), end: at(12) };
+    assert.deepEqual(placeSuggestion('abc', range, at(12), 'whatever'), { text: 'abc', range });
   });
 });

@@ -13,6 +13,9 @@ const protocolDoc = path.resolve(packageRoot, '..', '..', 'docs', 'protocol.md')
 
 interface ConfigProperty {
   type?: string | string[];
+  minimum?: number;
+  maximum?: number;
+  scope?: string;
   default?: unknown;
   description?: string;
   markdownDescription?: string;
@@ -28,8 +31,9 @@ interface Manifest {
   activationEvents?: string[];
   contributes: {
     configuration: { properties: Record<string, ConfigProperty> };
+    configurationDefaults?: Record<string, Record<string, unknown>>;
     commands: { command: string; title: string }[];
-    keybindings: { command: string; key: string; when?: string }[];
+    keybindings: { command: string; key: string; mac?: string; when?: string }[];
   };
 }
 
@@ -148,11 +152,28 @@ describe('package.json contributions', () => {
     }
   });
 
-  it('binds accept word and accept line while a suggestion is visible', () => {
-    for (const id of ['editor.action.inlineSuggest.acceptNextWord', 'editor.action.inlineSuggest.acceptNextLine']) {
-      const binding = manifest.contributes.keybindings.find((b) => b.command === id);
-      assert.ok(binding, `${id} has a keybinding`);
-      assert.match(binding.when ?? '', /inlineSuggestionVisible/);
+  it('binds accept line while a suggestion is visible, and leaves accept word to VS Code', () => {
+    const line = manifest.contributes.keybindings.find((b) => b.command === 'editor.action.inlineSuggest.acceptNextLine');
+    assert.ok(line, 'acceptNextLine has a keybinding (VS Code ships none)');
+    assert.match(line.when ?? '', /inlineSuggestionVisible/);
+    // VS Code binds Ctrl+Right to acceptNextWord itself; repeating it only adds noise.
+    assert.equal(manifest.contributes.keybindings.find((b) => b.command === 'editor.action.inlineSuggest.acceptNextWord'), undefined);
+  });
+
+  it("takes none of VS Code's default editor keys", () => {
+    // VS Code 1.139's default keybindings in a text editor on Linux, Windows and macOS that a
+    // ghost-text binding could plausibly take (Keyboard Shortcuts, "Show Default Keybindings"):
+    // scroll, cursor and line moves, word moves, multi-cursor, and the inline-suggest keys.
+    const vscodeDefaults = new Set([
+      'ctrl+down', 'ctrl+up', 'cmd+down', 'cmd+up', 'ctrl+right', 'ctrl+left', 'cmd+right', 'cmd+left',
+      'alt+right', 'alt+left', 'alt+up', 'alt+down', 'shift+alt+up', 'shift+alt+down', 'ctrl+shift+up',
+      'ctrl+shift+down', 'ctrl+alt+up', 'ctrl+alt+down', 'alt+cmd+up', 'alt+cmd+down', 'ctrl+end', 'ctrl+home',
+      'end', 'home', 'tab', 'alt+]', 'alt+[', 'alt+\\', 'ctrl+enter', 'ctrl+shift+enter', 'ctrl+i',
+    ]);
+    for (const binding of manifest.contributes.keybindings) {
+      for (const key of [binding.key, binding.mac].filter((k): k is string => k !== undefined)) {
+        assert.ok(!vscodeDefaults.has(key.toLowerCase()), `${binding.command} takes ${key}, one of VS Code's own keys`);
+      }
     }
   });
 
@@ -161,5 +182,101 @@ describe('package.json contributions', () => {
     assert.equal(manifest.publisher, 'ghostfim');
     assert.equal(manifest.license, 'Apache-2.0');
     assert.equal(manifest.main, './dist/extension.js');
+  });
+});
+
+// lsp/settings.py is the source of truth of the server's settings: its `_KEYS` table names each
+// key's validator, e.g. `"maxTokens": ("max_tokens", _int_range(1, 1024)),`.
+const settingsPy = path.resolve(packageRoot, '..', '..', 'lsp', 'settings.py');
+
+interface ServerRule {
+  key: string;
+  kind: 'integer' | 'number' | 'boolean' | 'choice' | 'string' | 'other';
+  min?: number;
+  max?: number;
+}
+
+function pyNumber(text: string): number {
+  return Number(text.replace(/_/g, ''));
+}
+
+/** The ranges in a validator call like `_int_range(16, 16_384)`, or in a named helper's body. */
+function serverRules(): ServerRule[] {
+  const source = readFileSync(settingsPy, 'utf8');
+  const table = /_KEYS[^=]*=\s*\{([\s\S]*?)\n\}/.exec(source)?.[1];
+  assert.ok(table, 'lsp/settings.py has a _KEYS table');
+  const rules: ServerRule[] = [];
+  for (const match of table.matchAll(/"([\w.]+)":\s*\("\w+",\s*(_\w+)(?:\(([^)]*)\))?\)/g)) {
+    const [, key, validator, args] = match;
+    let call = validator;
+    let callArgs = args;
+    if (callArgs === undefined) {
+      // A helper like `_debounce`: its body delegates to `_number_range(0, 2000)(v)`.
+      const body = new RegExp(`def ${validator}\\([^)]*\\)[^:]*:([\\s\\S]*?)(?=\\ndef |\\n[A-Z_]+\\s*[:=])`).exec(source)?.[1] ?? '';
+      const inner = /(_int_range|_number_range)\(([^)]*)\)/.exec(body);
+      if (inner !== null) [, call, callArgs] = inner;
+    }
+    const range = callArgs?.split(',').map((part) => pyNumber(part.trim()));
+    if (call === '_int_range' && range?.length === 2) rules.push({ key, kind: 'integer', min: range[0], max: range[1] });
+    else if (call === '_number_range' && range?.length === 2) rules.push({ key, kind: 'number', min: range[0], max: range[1] });
+    else if (call === '_bool') rules.push({ key, kind: 'boolean' });
+    else if (call === '_choice' || call === '_model_size') rules.push({ key, kind: 'choice' });
+    else if (call === '_str' || call === '_optional_str') rules.push({ key, kind: 'string' });
+    else rules.push({ key, kind: 'other' });
+  }
+  return rules;
+}
+
+describe('package.json against lsp/settings.py', () => {
+  const rules = serverRules();
+
+  it('finds every server setting', () => {
+    assert.deepEqual(rules.map((r) => r.key).sort(), [...SERVER_SETTING_KEYS].sort());
+  });
+
+  for (const rule of rules.filter((r) => r.min !== undefined)) {
+    it(`ghostfim.${rule.key} has the server's range ${rule.min}..${rule.max}`, () => {
+      const property = properties[`ghostfim.${rule.key}`];
+      assert.ok(property, 'declared');
+      // The Settings UI must refuse exactly what the server would refuse.
+      assert.equal(property.minimum, rule.min, 'minimum');
+      assert.equal(property.maximum, rule.max, 'maximum');
+      const types = ([] as string[]).concat(property.type ?? []);
+      assert.ok(types.includes(rule.kind), `type ${JSON.stringify(property.type)} admits ${rule.kind}`);
+      if (typeof property.default === 'number') {
+        assert.ok(property.default >= (rule.min ?? -Infinity) && property.default <= (rule.max ?? Infinity), 'default in range');
+      }
+    });
+  }
+});
+
+describe('editors/vscode/README.md', () => {
+  const readme = readFileSync(path.join(packageRoot, 'README.md'), 'utf8');
+
+  it('documents every setting package.json declares', () => {
+    for (const key of Object.keys(properties)) {
+      assert.ok(readme.includes(`\`${key}\``), `README.md documents ${key}`);
+    }
+  });
+
+  it('names the keys it binds', () => {
+    assert.match(readme, /^\| `Shift\+Tab` \|/m);
+    assert.doesNotMatch(readme, /^\| `Ctrl\+Down`/m);
+  });
+});
+
+describe('language and machine scopes', () => {
+  it('leaves prose out by default, as the Neovim plugin does', () => {
+    const defaults = manifest.contributes.configurationDefaults ?? {};
+    for (const language of ['markdown', 'plaintext', 'gitcommit']) {
+      assert.equal(defaults[`[${language}]`]?.['ghostfim.enable'], false, `${language} is off by default`);
+    }
+    assert.equal(properties['ghostfim.enable']?.scope, 'language-overridable');
+  });
+
+  it('keeps machine paths to the machine', () => {
+    for (const key of ['ghostfim.model.path', 'ghostfim.serverPath', 'ghostfim.serverArgs']) {
+      assert.match(properties[key]?.scope ?? '', /^machine/, `${key} is machine-scoped`);
+    }
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isModelSize, toServerSettings, writeTargetFor } from '../src/settings';
+import { isModelSize, serverEnable, toggleWriteFor, toServerSettings, writeTargetFor } from '../src/settings';
 
 function reader(values: Record<string, unknown>): (key: string) => unknown {
   return (key) => values[key];
@@ -48,5 +48,41 @@ describe('isModelSize', () => {
     assert.ok(isModelSize('large'));
     assert.ok(!isModelSize('auto'));
     assert.ok(!isModelSize(3));
+  });
+});
+
+describe('serverEnable', () => {
+  it('is on when the setting is on, whatever some languages say', () => {
+    assert.equal(serverEnable(true, [false, false]), true);
+    assert.equal(serverEnable(undefined, []), true);
+  });
+
+  it('is on when the setting is off but a language is on ("off, but on for Python")', () => {
+    assert.equal(serverEnable(false, [false, true]), true);
+  });
+
+  it('is off only when nothing is on anywhere', () => {
+    assert.equal(serverEnable(false, []), false);
+    assert.equal(serverEnable(false, [false, undefined]), false);
+  });
+});
+
+describe('toggleWriteFor', () => {
+  it("flips the language's own value where it lives", () => {
+    assert.deepEqual(toggleWriteFor({ globalLanguageValue: true }), { target: 'global', inLanguage: true });
+    assert.deepEqual(toggleWriteFor({ workspaceLanguageValue: false, globalLanguageValue: true }), {
+      target: 'workspace',
+      inLanguage: true,
+    });
+    assert.deepEqual(toggleWriteFor({ workspaceFolderLanguageValue: false }), { target: 'workspaceFolder', inLanguage: true });
+  });
+
+  it("overrides the extension's default for a prose language in the user settings", () => {
+    assert.deepEqual(toggleWriteFor({ defaultLanguageValue: false }), { target: 'global', inLanguage: true });
+  });
+
+  it('writes the plain setting when the language has no value of its own', () => {
+    assert.deepEqual(toggleWriteFor({ workspaceValue: false }), { target: 'workspace', inLanguage: false });
+    assert.deepEqual(toggleWriteFor(undefined), { target: 'global', inLanguage: false });
   });
 });

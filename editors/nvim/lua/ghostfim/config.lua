@@ -15,9 +15,28 @@ M.default_filetypes = {
   "zig", "zsh",
 }
 
+-- editors/nvim in a ghostfim checkout: lua/ghostfim/config.lua is three levels down.
+local plugin_root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
+
+--- The server command when `cmd` is not given: `ghostfim serve` when `ghostfim` is on $PATH,
+--- else the checkout's own `.venv/bin/ghostfim` (what `make setup` in the repository holding
+--- this plugin installs, e.g. a lazy.nvim `build` step), else `ghostfim serve` anyway (the
+--- error then names it).
+function M.default_cmd()
+  if vim.fn.executable("ghostfim") == 1 then
+    return { "ghostfim", "serve" }
+  end
+  local venv = vim.fn.fnamemodify(plugin_root .. "/../../.venv/bin/ghostfim", ":p")
+  if vim.fn.executable(venv) == 1 then
+    return { venv, "serve" }
+  end
+  return { "ghostfim", "serve" }
+end
+
 M.defaults = {
   enabled = true,
-  cmd = { "ghostfim", "serve" },
+  -- nil: M.default_cmd()
+  cmd = nil,
   filetypes = M.default_filetypes,
   -- Empty: the server picks the preset (small on CPU, medium on a CUDA GPU).
   model = {},
@@ -35,6 +54,8 @@ M.defaults = {
     trigger = "<M-\\>",
   },
 }
+
+M.known_options = vim.tbl_extend("force", { cmd = true }, M.defaults)
 
 local function fail(fmt, ...)
   error({ ghostfim_config = string.format(fmt, ...) })
@@ -123,8 +144,9 @@ function M.resolve(user)
   end
   user = user or {}
   local ok, result = pcall(function()
-    check_known_keys("", user, M.defaults)
+    check_known_keys("", user, M.known_options)
     local cfg = vim.deepcopy(M.defaults)
+    cfg.cmd = M.default_cmd()
     for key, value in pairs(user) do
       if (key == "keymaps" or key == "model") and type(value) == "table" then
         cfg[key] = vim.tbl_extend("force", cfg[key], value)

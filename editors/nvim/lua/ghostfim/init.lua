@@ -1,14 +1,21 @@
 -- ghostfim: inline code completion (ghost text) from the `ghostfim serve` LSP server.
 -- See :help ghostfim. Public API: setup(), accept(), accept_word(), accept_line(), dismiss(),
--- trigger(), toggle(), set_model(), status(), statusline(), namespace(), config().
+-- trigger(), toggle(), restart(), set_model(), status(), statusline(), namespace(), config(),
+-- and lsp_hooks() for lsp/ghostfim.lua (vim.lsp.enable, 0.11+).
 local client = require("ghostfim.client")
 local config = require("ghostfim.config")
 local ghost = require("ghostfim.ghost")
+local keys = require("ghostfim.keys")
 local native = require("ghostfim.native")
 local status = require("ghostfim.status")
 local suggestion = require("ghostfim.suggestion")
 
 local M = {}
+
+-- Restarts after a crash, as vscode-languageclient does: at most MAX_RESTARTS within
+-- RESTART_WINDOW_MS, then the server stays down and the user is told.
+M.MAX_RESTARTS = 4
+M.RESTART_WINDOW_MS = 3 * 60 * 1000
 
 local cfg = nil
 -- Who requests and draws suggestions: ghostfim.suggestion, or ghostfim.native on 0.12+.
@@ -17,6 +24,11 @@ local attached = {} -- bufnr -> list of the keys mapped in it
 local augroup = nil
 local enabled = true
 local start_error_reported = false
+-- The server is not running although suggestions are on: it could not start, or it crashed
+-- more often than the restart limit allows. The next :GhostfimToggle starts it, not stops it.
+local server_down = false
+local restarts = {} -- vim.loop.now() of the automatic restarts within the window
+local last_exit = nil -- { code, signal, at } of the last crash
 
 local function notify_error(message)
   vim.notify("ghostfim: " .. message, vim.log.levels.ERROR)
@@ -32,6 +44,45 @@ local function wants(bufnr)
     return filetype ~= ""
   end
   return vim.tbl_contains(cfg.filetypes, filetype)
+end
+
+-- A stop on request (shutdown then exit 0, or SIGTERM from a forced :LspStop) is no crash.
+local function crashed(code, signal)
+  return (code ~= nil and code ~= 0) or (signal ~= nil and signal ~= 0 and signal ~= 15)
+end
+
+local attach_loaded_buffers
+
+local function start_again(buffers)
+  if client.adopted_config then
+    local config_copy = client.adopted_config
+    client.id = nil
+    return client.restart_adopted(config_copy, buffers)
+  end
+  attach_loaded_buffers()
+  return client.get() ~= nil
+end
+
+local function on_crash(code, signal, buffers)
+  local now = vim.loop.now()
+  last_exit = { code = code, signal = signal, at = now }
+  restarts = vim.tbl_filter(function(at)
+    return now - at < M.RESTART_WINDOW_MS
+  end, restarts)
+  if #restarts >= M.MAX_RESTARTS then
+    server_down = true
+    notify_error(string.format(
+      "the server crashed %d times in %d minutes (last: exit code %s, signal %s) and is not " ..
+      "restarted again. :GhostfimRestart starts it; :checkhealth ghostfim may tell why.",
+      #restarts + 1, M.RESTART_WINDOW_MS / 60000, tostring(code), tostring(signal)))
+    return
+  end
+  table.insert(restarts, now)
+  vim.notify(string.format("ghostfim: the server exited (exit code %s, signal %s); restarting it",
+    tostring(code), tostring(signal)), vim.log.levels.WARN)
+  if not start_again(buffers) then
+    server_down = true
+  end
 end
 
 local lsp_hooks = {
@@ -53,23 +104,39 @@ local lsp_hooks = {
       end
     end,
   },
-  on_init = function()
+  on_init = function(lsp_client, result)
+    client.adopt(lsp_client)
+    client.server_info = type(result) == "table" and result.serverInfo or nil
+    server_down = false
     vim.schedule(status.schedule_refresh)
   end,
-  -- Neovim itself reports a server that quit abnormally; we only stop showing it as working.
-  -- Buffers are attached again (and the server restarted) on :GhostfimToggle or a new file.
-  on_exit = function(_, _, client_id)
+  -- Neovim itself reports a server that quit abnormally; we restart it (within the limit) and
+  -- attach the open buffers again.
+  on_exit = function(code, signal, client_id)
     vim.schedule(function()
-      if client.exit_unexpected(client_id) then
-        status.server_failed()
-        attached = {}
+      if not client.exit_unexpected(client_id) then
+        return
+      end
+      local buffers = vim.tbl_filter(vim.api.nvim_buf_is_loaded, vim.tbl_keys(attached))
+      attached = {}
+      backend.clear()
+      if not crashed(code, signal) then
+        client.id = nil
+        status.reset()
+        return
+      end
+      status.server_failed()
+      if cfg and enabled then
+        on_crash(code, signal, buffers)
+      else
+        server_down = true
       end
     end)
   end,
 }
 
--- Each action returns whether it did something; if not, its key does what it would do
--- without ghostfim (so a remap of <Tab> still inserts a tab when nothing is suggested).
+-- Each action returns whether it did something; if not, its key does what it did before
+-- ghostfim mapped it (ghostfim.keys), so a remap of <Tab> still inserts a tab, or runs cmp's.
 local actions = {
   accept = function(bufnr)
     return backend.accept(bufnr, "all")
@@ -92,12 +159,9 @@ local function map_keys(bufnr)
   local mapped = {}
   for action, lhs in pairs(cfg.keymaps) do
     if lhs then
-      vim.keymap.set("i", lhs, function()
-        if not actions[action](bufnr) then
-          local keys = vim.api.nvim_replace_termcodes(lhs, true, false, true)
-          vim.api.nvim_feedkeys(keys, "n", false)
-        end
-      end, { buffer = bufnr, desc = "ghostfim: " .. action:gsub("_", " ") })
+      keys.map(bufnr, lhs, function()
+        return actions[action](bufnr)
+      end, (action:gsub("_", " ")))
       table.insert(mapped, lhs)
     end
   end
@@ -106,10 +170,8 @@ end
 
 local function unmap_keys()
   for bufnr, mapped in pairs(attached) do
-    if vim.api.nvim_buf_is_valid(bufnr) then
-      for _, lhs in ipairs(mapped) do
-        pcall(vim.keymap.del, "i", lhs, { buffer = bufnr })
-      end
+    for _, lhs in ipairs(mapped) do
+      keys.unmap(bufnr, lhs)
     end
   end
 end
@@ -131,19 +193,8 @@ local function watch_typing(bufnr)
   })
 end
 
-local function attach(bufnr)
-  if not enabled or attached[bufnr] or not wants(bufnr) then
-    return
-  end
-  local id, err = client.attach(bufnr, cfg, config.server_settings(cfg), lsp_hooks)
-  if not id then
-    status.server_failed()
-    if not start_error_reported then
-      start_error_reported = true
-      notify_error(err)
-    end
-    return
-  end
+-- Keys, autocommands and the renderer for a buffer the client is attached to.
+local function after_attach(bufnr)
   attached[bufnr] = map_keys(bufnr)
   -- A buffer attached before the server exited still has our autocommands.
   vim.api.nvim_clear_autocmds({ group = augroup, buffer = bufnr })
@@ -157,11 +208,34 @@ local function attach(bufnr)
     buffer = bufnr,
     callback = function()
       attached[bufnr] = nil
+      keys.forget(bufnr)
     end,
   })
 end
 
-local function attach_loaded_buffers()
+local function attach(bufnr)
+  if not enabled or attached[bufnr] or not wants(bufnr) then
+    return
+  end
+  if client.managed_by_neovim() then
+    -- vim.lsp.enable("ghostfim") starts the server; lsp/ghostfim.lua's on_attach brings the
+    -- buffer here (M.lsp_hooks().on_attach). Starting one more would run two servers.
+    return
+  end
+  local id, err = client.attach(bufnr, cfg, config.server_settings(cfg), lsp_hooks)
+  if not id then
+    status.server_failed()
+    server_down = true
+    if not start_error_reported then
+      start_error_reported = true
+      notify_error(err)
+    end
+    return
+  end
+  after_attach(bufnr)
+end
+
+attach_loaded_buffers = function()
   for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_is_loaded(bufnr) then
       attach(bufnr)
@@ -194,6 +268,9 @@ local function create_commands()
   vim.api.nvim_create_user_command("GhostfimToggle", function()
     vim.api.nvim_echo({ { "ghostfim " .. (M.toggle() and "on" or "off") } }, false, {})
   end, { nargs = 0, desc = "ghostfim: turn suggestions on or off" })
+  vim.api.nvim_create_user_command("GhostfimRestart", function()
+    M.restart()
+  end, { nargs = 0, desc = "ghostfim: restart the server and attach the open buffers" })
 end
 
 local function teardown()
@@ -217,7 +294,12 @@ function M.setup(opts)
   end
   cfg = resolved
   start_error_reported = false
+  server_down = false
+  restarts = {}
   backend = (cfg.native and native.available()) and native or suggestion
+  status.on_ready = function()
+    backend.on_ready(vim.api.nvim_get_current_buf())
+  end
 
   ghost.define_highlight()
   augroup = vim.api.nvim_create_augroup("ghostfim", { clear = true })
@@ -236,11 +318,14 @@ function M.setup(opts)
   return true
 end
 
---- Turns suggestions on or off (`on` nil: the other way). Turning on attaches open buffers.
+--- Turns suggestions on or off (`on` nil: the other way). Turning on attaches open buffers and
+--- starts a server that is down.
 --- @return boolean whether suggestions are now on
 function M.toggle(on)
   if on == nil then
-    on = not enabled
+    -- After a failed start, or crashes past the restart limit, suggestions are nominally on
+    -- but nothing runs: one press must bring them back, not turn them "off" first.
+    on = not enabled or server_down
   end
   enabled = on
   status.enabled = on
@@ -250,9 +335,40 @@ function M.toggle(on)
     suggestion.set_enabled(on)
   end
   if on and cfg then
+    if server_down then
+      server_down = false
+      restarts = {}
+      start_error_reported = false
+      if client.adopted_config then
+        start_again(vim.tbl_filter(vim.api.nvim_buf_is_loaded, vim.api.nvim_list_bufs()))
+      end
+    end
     attach_loaded_buffers()
   end
   return enabled
+end
+
+--- Stops the server and starts it again, attaching the open buffers (:GhostfimRestart).
+--- Resets the crash count, and turns suggestions on.
+function M.restart()
+  if not cfg then
+    notify_error("call require('ghostfim').setup() first")
+    return false
+  end
+  local adopted = client.adopted_config
+  backend.clear()
+  attached = {}
+  client.stop()
+  status.reset()
+  restarts = {}
+  server_down = false
+  start_error_reported = false
+  if adopted then
+    client.restart_adopted(adopted,
+      vim.tbl_filter(vim.api.nvim_buf_is_loaded, vim.api.nvim_list_bufs()))
+  end
+  M.toggle(true)
+  return true
 end
 
 function M.accept()
@@ -326,6 +442,51 @@ end
 --- The current configuration (read-only use), nil before setup().
 function M.config()
   return cfg
+end
+
+--- The client hooks lsp/ghostfim.lua gives vim.lsp.config (0.11+): ghostfim's notification
+--- handlers, on_init, on_exit (restart after a crash), and on_attach, which draws ghost text
+--- in the buffers Neovim attaches (calling setup() with the defaults if it was not called).
+--- before_init sends `settings.ghostfim` as initializationOptions too, so the first model the
+--- server loads is the configured one.
+function M.lsp_hooks()
+  return {
+    handlers = lsp_hooks.handlers,
+    on_init = lsp_hooks.on_init,
+    on_exit = lsp_hooks.on_exit,
+    before_init = function(params, lsp_config)
+      local settings = type(lsp_config.settings) == "table" and lsp_config.settings.ghostfim
+      if type(settings) == "table" and next(settings) ~= nil then
+        local base = type(params.initializationOptions) == "table"
+          and params.initializationOptions or {}
+        params.initializationOptions = vim.tbl_deep_extend("force", base, settings)
+      end
+    end,
+    on_attach = function(lsp_client, bufnr)
+      if not cfg then
+        M.setup({})
+      end
+      client.adopt(lsp_client)
+      server_down = false
+      if enabled and not attached[bufnr] then
+        after_attach(bufnr)
+      end
+    end,
+  }
+end
+
+--- What :checkhealth ghostfim reports on (ghostfim.health).
+function M._health()
+  local buffers = vim.tbl_keys(attached)
+  table.sort(buffers)
+  return {
+    cfg = cfg,
+    enabled = enabled,
+    server_down = server_down,
+    restarts = #restarts,
+    last_exit = last_exit,
+    buffers = buffers,
+  }
 end
 
 return M

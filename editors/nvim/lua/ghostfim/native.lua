@@ -94,5 +94,7 @@ end
 function M.on_edit() end
 function M.clear() end
 function M.on_ghost_text() end
+-- Neovim's inline completion asks again on the next keystroke; nothing to do when ready.
+function M.on_ready() end
 
 return M

@@ -21,10 +21,17 @@ local last_refresh_ms = -math.huge
 local refresh_scheduled = false
 
 M.enabled = true
+-- Called when the server's state becomes "ready" (model loaded, at start or after a restart).
+M.on_ready = nil
 
 function M.reset()
   cache = {}
   last_refresh_ms = -math.huge
+end
+
+--- The last ghostfim/status result or statusChanged notification as received (for health).
+function M.last()
+  return cache.raw
 end
 
 --- Takes in a ghostfim/status result or ghostfim/statusChanged notification.
@@ -32,7 +39,12 @@ function M.update(status)
   if type(status) ~= "table" then
     return
   end
+  local was = cache.state
+  cache.raw = status
   cache.state = status.state
+  if status.state == "ready" and was ~= "ready" and M.on_ready then
+    vim.schedule(M.on_ready)
+  end
   if type(status.model) == "table" and type(status.model.preset) == "string" then
     cache.preset = status.model.preset
   end

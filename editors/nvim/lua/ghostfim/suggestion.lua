@@ -15,12 +15,16 @@ local CONTENT_MODIFIED = -32801
 
 M.enabled = true
 
--- The suggestion on screen, anchored where it was requested. The line's text on both sides of
--- the anchor is kept to tell typing through the suggestion apart from any other edit.
+-- The suggestion on screen, anchored where it was requested. The line's text before the anchor
+-- and after the cursor is kept to tell typing through the suggestion apart from any other edit.
 -- { bufnr, row, col, text, before, after }
 local shown = nil
--- The inline completion request in flight: { id, bufnr, tick, row, col }
+-- The inline completion request in flight: { id, bufnr, tick, version, row, col, position,
+-- before, after }
 local pending = nil
+-- The newest request sent, answered or not: its ghostfim/ghostText updates keep coming after
+-- the answer, possibly after the user typed on.
+local latest = nil
 -- Per buffer, "changedtick:row:col" of the last automatic request: one keystroke fires both
 -- TextChangedI and CursorMovedI, and should cost one request.
 local last_request_key = {}
@@ -69,17 +73,21 @@ local function hide()
   end
 end
 
-local function show(bufnr, row, col, text)
+-- Shows `text`, a suggestion for (row, col); the cursor may be further right on that row when
+-- the user typed the suggestion's first characters since it was asked for.
+local function show(bufnr, row, col, text, cursor_col)
   hide()
-  if text == "" then
+  cursor_col = cursor_col or col
+  local rest = text:sub(cursor_col - col + 1)
+  if rest == "" then
     return
   end
   local line = line_at(bufnr, row)
   shown = {
     bufnr = bufnr, row = row, col = col, text = text,
-    before = line:sub(1, col), after = line:sub(col + 1),
+    before = line:sub(1, col), after = line:sub(cursor_col + 1),
   }
-  ghost.show(bufnr, row, col, text)
+  ghost.show(bufnr, row, cursor_col, rest)
 end
 
 local function cancel_pending()
@@ -97,7 +105,7 @@ local function report_error(err)
   end
 end
 
-local function first_insert_text(result)
+local function first_item(result)
   if type(result) ~= "table" then
     return nil
   end
@@ -109,7 +117,10 @@ local function first_insert_text(result)
   if type(text) == "table" then
     text = text.value -- a StringValue; ghostfim never sends snippets, but be lenient
   end
-  return type(text) == "string" and text or nil
+  if type(text) ~= "string" then
+    return nil
+  end
+  return text, item.range
 end
 
 local function still_current(request)
@@ -119,6 +130,52 @@ local function still_current(request)
   local row, col = cursor()
   return vim.api.nvim_buf_get_changedtick(request.bufnr) == request.tick
     and row == request.row and col == request.col
+end
+
+local function same_position(a, b)
+  return type(a) == "table" and type(b) == "table" and a.line == b.line
+    and a.character == b.character
+end
+
+-- Where `text` starts, as a byte column on the request's row: the item's range start when it
+-- has one on that row (ghostfim's is the request position itself), else the request position.
+local function anchor_col(request, range)
+  if type(range) ~= "table" or type(range.start) ~= "table"
+      or same_position(range.start, request.position) or range.start.line ~= request.row
+      or type(range.start.character) ~= "number" then
+    return request.col
+  end
+  local col = client.byte_col(request.before .. request.after, range.start.character)
+  -- A range that starts after the request position cannot be drawn at the cursor.
+  return math.min(col, request.col)
+end
+
+--- Shows `text`, the answer to `request`, if it still applies. The user may have typed on since
+--- the request was sent (the answer arrived later, or it is a streamed update): the characters
+--- typed since must be the start of the suggestion, and only the rest is drawn (and accepted),
+--- so accepting never inserts them twice. Otherwise the suggestion is stale and dropped.
+local function place(request, text, range)
+  if vim.api.nvim_get_current_buf() ~= request.bufnr or not in_insert_mode() then
+    return false
+  end
+  local row, col = cursor()
+  if row ~= request.row then
+    return false
+  end
+  local start = anchor_col(request, range)
+  if col < request.col then
+    return false
+  end
+  local line = line_at(request.bufnr, row)
+  if line:sub(1, start) ~= request.before:sub(1, start) or line:sub(col + 1) ~= request.after then
+    return false
+  end
+  local typed = line:sub(start + 1, col)
+  if text:sub(1, #typed) ~= typed or #typed >= #text then
+    return false
+  end
+  show(request.bufnr, row, start, text, col)
+  return true
 end
 
 local function on_response(request, err, result)
@@ -131,10 +188,17 @@ local function on_response(request, err, result)
     end
     return
   end
-  if not M.enabled or not still_current(request) then
+  if not M.enabled then
     return
   end
-  show(request.bufnr, request.row, request.col, first_insert_text(result) or "")
+  local text, range = first_item(result)
+  if text and place(request, text, range) then
+    return
+  end
+  -- Nothing to suggest right here: whatever is still shown is no longer the server's word.
+  if not text and still_current(request) then
+    hide()
+  end
 end
 
 local function request(bufnr, trigger_kind)
@@ -154,18 +218,26 @@ local function request(bufnr, trigger_kind)
   last_request_key[bufnr] = key
   -- The server supersedes older requests itself; cancelling also frees its queue at once.
   cancel_pending()
+  local position = client.position(bufnr, row, col)
   local params = {
     textDocument = { uri = vim.uri_from_bufnr(bufnr) },
-    position = client.position(bufnr, row, col),
+    position = position,
     context = { triggerKind = trigger_kind },
   }
-  local req = { bufnr = bufnr, tick = tick, row = row, col = col }
+  local line = line_at(bufnr, row)
+  local req = {
+    bufnr = bufnr, tick = tick, row = row, col = col, position = position,
+    uri = params.textDocument.uri, before = line:sub(1, col), after = line:sub(col + 1),
+  }
   local sent, id = client.request("textDocument/inlineCompletion", params, function(err, result)
     on_response(req, err, result)
   end, bufnr)
   if sent then
+    -- Read after the request: sending it flushes the pending didChange, which sets the version.
+    req.version = client.document_version(bufnr)
     req.id = id
     pending = req
+    latest = req
   end
 end
 
@@ -188,13 +260,15 @@ end
 function M.clear(bufnr)
   cancel_pending()
   hide()
+  latest = nil
   if bufnr then
     last_request_key[bufnr] = nil
   end
 end
 
---- ghostfim/ghostText: the growing suggestion for a request, kept only if it was made for the
---- exact document version and cursor position the user is at now.
+--- ghostfim/ghostText: the growing suggestion for a request. Kept if it is for the newest
+--- request (document version and position) and what was typed since is its start, or if it is
+--- for exactly the document version and cursor position the user is at now.
 function M.on_ghost_text(params)
   if not M.enabled or type(params) ~= "table" or type(params.insertText) ~= "string"
       or type(params.position) ~= "table" or not in_insert_mode() then
@@ -202,16 +276,35 @@ function M.on_ghost_text(params)
   end
   local bufnr = vim.api.nvim_get_current_buf()
   if params.uri ~= vim.uri_from_bufnr(bufnr)
-      or params.version ~= client.document_version(bufnr)
       or dismissed_at[bufnr] == vim.api.nvim_buf_get_changedtick(bufnr) then
     return
   end
+  if latest and latest.bufnr == bufnr and latest.version == params.version
+      and same_position(latest.position, params.position) then
+    place(latest, params.insertText)
+    return
+  end
+  if params.version ~= client.document_version(bufnr) then
+    return
+  end
   local row, col = cursor()
-  local position = client.position(bufnr, row, col)
-  if params.position.line ~= position.line or params.position.character ~= position.character then
+  if not same_position(params.position, client.position(bufnr, row, col)) then
     return
   end
   show(bufnr, row, col, params.insertText)
+end
+
+--- The model became ready: a request that was answered empty while it loaded would leave the
+--- user without a suggestion until the next keystroke, so ask again where the cursor is (a
+--- server that held the request answers it itself: then one is still pending).
+function M.on_ready(bufnr)
+  if not M.enabled or pending or not in_insert_mode()
+      or vim.api.nvim_get_current_buf() ~= bufnr or remaining(bufnr)
+      or dismissed_at[bufnr] == vim.api.nvim_buf_get_changedtick(bufnr) then
+    return
+  end
+  last_request_key[bufnr] = nil
+  request(bufnr, TRIGGER_AUTOMATIC)
 end
 
 function M.has_suggestion(bufnr)

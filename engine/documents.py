@@ -1,0 +1,78 @@
+"""What the service knows of one document: one record, instead of a dict per idea."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ghostfim.engine.suggestions import Suggestion
+
+PREFIX_WINDOW_CHARS = 64_000  # text before the cursor handed to the prompt builder
+SUFFIX_WINDOW_CHARS = 16_000
+CONSISTENCY_CHARS = 64  # text either side of a job's cursor that must survive an edit
+
+
+@dataclass(frozen=True)
+class CursorState:
+    doc_id: str
+    version: int
+    position: Any  # echoed back in ghost_text events (the LSP position)
+    prefix: str  # text before the cursor, at most PREFIX_WINDOW_CHARS
+    suffix: str  # text after the cursor, at most SUFFIX_WINDOW_CHARS
+    cursor_line: int
+    offset: int  # absolute character offset of the cursor in the document
+    doc_length: int
+    edge_before: str = ""  # raw document text just before / after the cursor (line ends as
+    edge_after: str = ""  # the document has them): an edit elsewhere must leave these intact
+
+    @property
+    def rest_of_line(self) -> str:
+        nl = self.suffix.find("\n")
+        return self.suffix if nl < 0 else self.suffix[:nl]
+
+
+@dataclass
+class Answer:
+    text: str
+    source: Literal["model", "cache", "none"]
+    reason: str = ""
+
+
+@dataclass
+class DocJob:
+    """The model job currently generating for a document, and what it was made for."""
+
+    state: CursorState
+    suggestion: Suggestion
+    cancel: Callable[[], None]
+
+
+@dataclass
+class GhostTarget:
+    """The suggestion the editor shows for a document, the state it was asked at and what has
+    been typed into it since: `ghost_text` events stream its growth from there."""
+
+    suggestion: Suggestion
+    state: CursorState
+    typed: str = ""
+
+
+@dataclass
+class DocumentRecord:
+    latest: int = 0  # the newest request's number (supersession)
+    newer: asyncio.Event = field(default_factory=asyncio.Event)  # set when superseded
+    job: DocJob | None = None
+    ghost: GhostTarget | None = None
+    last_state: CursorState | None = None
+    # Context from other files (engine/context_feed.py): the line last edited or completed at,
+    # and when the document last gave a chunk (monotonic seconds).
+    context_line: int | None = None
+    context_picked: float | None = None
+
+    def next_request(self, number: int) -> None:
+        """A new request for this document: earlier ones are superseded."""
+        self.latest = number
+        self.newer.set()
+        self.newer = asyncio.Event()

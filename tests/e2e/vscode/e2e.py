@@ -1,0 +1,572 @@
+"""The VS Code extension end to end, inside a real VS Code: code-server driven by headless Chromium.
+
+Run by `make e2e` (through run.sh, which installs code-server, Node 24 and Playwright outside the
+repository first). It installs the packaged `.vsix` with `code-server --install-extension`,
+points `ghostfim.serverPath` at the repository's server, and then acts as a user would, with
+real key events in the browser:
+
+1. with `ghostfim.enable` off globally and on for Python, opens a Python file and types a line
+   character by character: VS Code's ghost text appears in the DOM and grows while it streams;
+2. Tab accepts it: the saved file has the line with the suggestion, and nothing doubled;
+3. the status bar names the model and the time to first token;
+4. a line typed fast, then Tab: the accepted line holds the typed characters once;
+5. `ghostfim.model.size` changed in settings.json switches the model without a restart;
+6. a Markdown file is off by default (prose is left out), shown in the status bar.
+
+A screenshot with ghost text goes to docs/vscode-ghost-text.png (--screenshot). On failure the
+code-server, extension and server logs and a screenshot are kept (--artifacts). Prints one line
+a check and closes with "N passed, N failed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from playwright.sync_api import Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[3]
+T = TypeVar("T")
+
+# The Python file the user edits: the README's example, whose stddev() body is empty.
+SAMPLE = ROOT / "docs" / "examples" / "stats.py"
+TYPED_LINE = "return math.sq"  # typed at the end of line 19, "    " (inside stddev)
+FAST_PREFIX = "values = sor"  # typed in one burst inside a new function
+
+# Chromium as the brief for this test wants it: headless, no network of its own, fresh profile.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# VS Code's ghost text in 1.139: the inline part is a decoration on the cursor's line, further
+# lines are a view zone of class ghost-text with view-line children. Spaces are rendered as
+# no-break spaces. Read from the focused editor only.
+GHOST_JS = """() => {
+  const editor = document.querySelector('.monaco-editor.focused');
+  if (!editor) return null;
+  const clean = (s) => (s || '').replace(/\\u00a0/g, ' ');
+  const inline = [...editor.querySelectorAll('.ghost-text-decoration')].map((e) => clean(e.textContent)).join('');
+  const extra = [...editor.querySelectorAll('.ghost-text .view-line')]
+    .map((e) => ({ top: parseFloat(e.style.top || '0'), text: clean(e.textContent) }))
+    .sort((a, b) => a.top - b.top)
+    .map((e) => e.text);
+  return { inline, extra };
+}"""
+
+STATUS_JS = """() => {
+  const items = [...document.querySelectorAll('.statusbar-item')];
+  const ours = items.find((e) => (e.id || '').endsWith('ghostfim.status'));
+  const cursor = items.find((e) => e.id === 'status.editor.selection');
+  return {
+    text: ours ? ours.textContent.trim() : null,
+    label: ours ? ours.getAttribute('aria-label') : null,
+    cursor: cursor ? cursor.textContent.trim() : null,
+  };
+}"""
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: float = 0.1) -> T:
+    """The first truthy value of probe() within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise CheckFailed(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Ghost:
+    inline: str
+    extra: list[str]
+
+    @property
+    def text(self) -> str:
+        return "\n".join([self.inline, *self.extra]) if self.extra else self.inline
+
+
+@dataclass
+class Sample:
+    t: float
+    cursor: str
+    ghost: Ghost | None
+
+
+@dataclass
+class Report:
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def ok(self, name: str, detail: str = "") -> None:
+        self.passed.append(name)
+        print(f"ok - {name}{f': {detail}' if detail else ''}", flush=True)
+
+    def fail(self, name: str, detail: str) -> None:
+        self.failed.append(name)
+        print(f"FAIL - {name}: {detail}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class VsCode:
+    """One code-server with its own user data, extensions and workspace, on 127.0.0.1."""
+
+    def __init__(self, work: Path, code_server: str, node_bin: str, server: Path) -> None:
+        self.work = work
+        self.code_server = code_server
+        self.user_data = work / "user-data"
+        self.extensions = work / "extensions"
+        self.workspace = work / "workspace"
+        self.settings_file = self.user_data / "User" / "settings.json"
+        self.port = free_port()
+        self.server = server
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = work / "code-server.log"
+        self.env = dict(os.environ)
+        self.env["PATH"] = f"{node_bin}{os.pathsep}{self.env.get('PATH', '')}"
+        # code-server keeps a little state in the XDG folders; keep it out of the user's home.
+        self.env["XDG_CONFIG_HOME"] = str(work / "xdg-config")
+        self.env["XDG_DATA_HOME"] = str(work / "xdg-data")
+        self.config = work / "code-server.yaml"
+        self.config.write_text(
+            f"bind-addr: 127.0.0.1:{self.port}\nauth: none\ncert: false\n"
+            "disable-telemetry: true\ndisable-update-check: true\n",
+            encoding="utf-8",
+        )
+        for folder in (self.user_data / "User", self.extensions, self.workspace):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def base_args(self) -> list[str]:
+        return [
+            self.code_server,
+            "--config",
+            str(self.config),
+            "--user-data-dir",
+            str(self.user_data),
+            "--extensions-dir",
+            str(self.extensions),
+        ]
+
+    def install(self, vsix: Path) -> str:
+        run = subprocess.run(
+            [*self.base_args(), "--install-extension", str(vsix), "--force"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        out = run.stdout + run.stderr
+        if run.returncode != 0 or "successfully installed" not in out:
+            raise CheckFailed(f"--install-extension failed ({run.returncode}):\n{out[-3000:]}")
+        listed = subprocess.run(
+            [*self.base_args(), "--list-extensions", "--show-versions"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return listed.stdout.strip()
+
+    def write_settings(self, **ghostfim: Any) -> None:
+        settings: dict[str, Any] = {
+            # No network, no telemetry, nothing that pops up over the editor.
+            "telemetry.telemetryLevel": "off",
+            "update.mode": "none",
+            "extensions.autoCheckUpdates": False,
+            "extensions.autoUpdate": False,
+            "extensions.ignoreRecommendations": True,
+            "workbench.enableExperiments": False,
+            "workbench.startupEditor": "none",
+            "workbench.tips.enabled": False,
+            "chat.disableAIFeatures": True,
+            "security.workspace.trust.enabled": False,
+            "git.enabled": False,
+            "workbench.colorTheme": "Default Dark Modern",
+            # Only ghost text: the suggest widget would take Tab.
+            "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
+            "editor.suggestOnTriggerCharacters": False,
+            "editor.wordBasedSuggestions": "off",
+            "editor.inlineSuggest.enabled": True,
+            "editor.minimap.enabled": False,
+            "editor.fontSize": 15,
+            "files.autoSave": "off",
+            "ghostfim.serverPath": str(self.server),
+        }
+        for key, value in ghostfim.items():
+            if key.startswith("["):
+                settings[key] = value
+            else:
+                settings[f"ghostfim.{key.replace('__', '.')}"] = value
+        tmp = self.settings_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        tmp.replace(self.settings_file)  # one change event, never a half-written file
+
+    def start(self) -> str:
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                *self.base_args(),
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+                "--ignore-last-opened",
+                str(self.workspace),
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its extension host and our server die with it (stop())
+        )
+        url = f"http://127.0.0.1:{self.port}/?folder={self.workspace}"
+
+        def listening() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise CheckFailed(f"code-server exited: {self.log_path.read_text()[-3000:]}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.5):
+                return True
+            return False
+
+        wait_for("code-server to listen", listening, 60, 0.2)
+        return url
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def extension_log(self) -> str:
+        logs = sorted(self.user_data.glob("logs/*/exthost*/ghostfim.ghostfim/ghostfim.log"))
+        return logs[-1].read_text(errors="replace") if logs else ""
+
+
+class Editor:
+    """The workbench page, seen and driven as a user would."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+
+    def status(self) -> dict[str, str | None]:
+        return self.page.evaluate(STATUS_JS)
+
+    def ghost(self) -> Ghost | None:
+        found = self.page.evaluate(GHOST_JS)
+        if not found or not (found["inline"] or any(found["extra"])):
+            return None
+        return Ghost(found["inline"], list(found["extra"]))
+
+    def open_file(self, name: str) -> None:
+        self.page.keyboard.press("Control+P")
+        self.page.wait_for_selector(".quick-input-widget input", state="visible", timeout=15_000)
+        self.page.keyboard.type(name, delay=20)
+        wait_for(
+            f"{name} in quick open",
+            lambda: self.page.query_selector(f'.quick-input-list [aria-label*="{name}"]'),
+            15,
+        )
+        self.page.keyboard.press("Enter")
+        wait_for(
+            f"{name} in the focused editor",
+            lambda: self.page.query_selector(f'.tab.active[aria-label*="{name}"]')
+            and self.page.query_selector(".monaco-editor.focused"),
+            15,
+        )
+
+    def go_to_line_end(self, line: int) -> None:
+        self.page.keyboard.press("Control+G")
+        self.page.wait_for_selector(".quick-input-widget input", state="visible", timeout=15_000)
+        self.page.keyboard.type(str(line))
+        self.page.keyboard.press("Enter")
+        wait_for(f"the cursor on line {line}", lambda: (self.status()["cursor"] or "").startswith(f"Ln {line},"), 10)
+        self.page.keyboard.press("End")
+
+    def save(self) -> None:
+        self.page.keyboard.press("Control+S")
+
+    def watch(self, seconds: float, until: Callable[[list[Sample]], bool] | None = None) -> list[Sample]:
+        """Samples the cursor and the ghost text about every 40 ms."""
+        samples: list[Sample] = []
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            samples.append(Sample(time.monotonic() - start, self.status()["cursor"] or "", self.ghost()))
+            if until is not None and until(samples):
+                break
+            time.sleep(0.04)
+        return samples
+
+
+def grew(samples: list[Sample]) -> tuple[str, str] | None:
+    """Two ghost texts at one cursor position, the later a longer continuation of the earlier."""
+    for i, earlier in enumerate(samples):
+        if earlier.ghost is None:
+            continue
+        for later in samples[i + 1 :]:
+            if later.cursor != earlier.cursor:
+                break
+            if later.ghost is not None and len(later.ghost.text) > len(earlier.ghost.text):
+                if later.ghost.text.startswith(earlier.ghost.text):
+                    return earlier.ghost.text, later.ghost.text
+    return None
+
+
+def settled(samples: list[Sample], quiet: float = 1.5) -> bool:
+    """Ghost text shown and unchanged for `quiet` seconds."""
+    last = samples[-1]
+    if last.ghost is None:
+        return False
+    for sample in reversed(samples):
+        if sample.ghost is None or sample.ghost.text != last.ghost.text or sample.cursor != last.cursor:
+            return False
+        if last.t - sample.t >= quiet:
+            return True
+    return False
+
+
+TIME_RE = re.compile(r"(<1ms|\d+(?:\.\d+)?m?s)\b")
+
+
+def status_ready(editor: Editor, model: str) -> dict[str, str | None] | None:
+    status = editor.status()
+    text, label = status["text"] or "", status["label"] or ""
+    if re.search(rf"\b{model}\b", text) and "ready" in label:
+        return status
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    report = Report()
+    work = Path(tempfile.mkdtemp(prefix="ghostfim-e2e-"))
+    artifacts = Path(args.artifacts) if args.artifacts else work / "artifacts"
+    vscode = VsCode(work, args.code_server, args.node_bin, Path(args.server))
+    shutil.copy(SAMPLE, vscode.workspace / "stats.py")
+    (vscode.workspace / "notes.md").write_text("# Notes\n\nSome prose.\n", encoding="utf-8")
+    stats_file = vscode.workspace / "stats.py"
+    current = "setup"
+    shot_taken = False
+    t_start = time.monotonic()
+
+    @contextlib.contextmanager
+    def check(name: str) -> Iterator[None]:
+        nonlocal current
+        current = name
+        began = time.monotonic()
+        yield
+        report.ok(name, f"{time.monotonic() - began:.1f} s")
+
+    try:
+        with check("install the packaged .vsix with code-server --install-extension"):
+            listed = vscode.install(Path(args.vsix))
+            if "ghostfim.ghostfim@" not in listed:
+                raise CheckFailed(f"not listed after installing: {listed!r}")
+        # Off globally, on for Python: the per-language override must work this way round too.
+        vscode.write_settings(enable=False, model__size=args.model, **{"[python]": {"ghostfim.enable": True}})
+        url = vscode.start()
+
+        with sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(
+                str(work / "chromium-profile"),
+                executable_path=args.chromium,
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1280, "height": 760},
+            )
+            page = context.pages[0] if context.pages else context.new_page()
+            editor = Editor(page)
+            try:
+                with check("VS Code's workbench loads in Chromium"):
+                    page.goto(url, timeout=60_000)
+                    page.wait_for_selector(".monaco-workbench", timeout=90_000)
+                    wait_for("the status bar", lambda: page.query_selector(".statusbar-item"), 60)
+
+                with check(f"the server starts and loads {args.model} (status bar)"):
+                    editor.open_file("stats.py")
+                    wait_for(f"{args.model} ready in the status bar", lambda: status_ready(editor, args.model), 180, 0.25)
+
+                # 1. Type a line character by character (off globally, on for Python).
+                with check("ghost text appears while typing a line, and grows while it streams"):
+                    editor.go_to_line_end(19)
+                    page.keyboard.type(TYPED_LINE, delay=args.key_delay_ms)
+                    samples = editor.watch(30, settled)
+                    shown = [s for s in samples if s.ghost is not None]
+                    if not shown:
+                        raise CheckFailed("no .ghost-text-decoration appeared in 30 s")
+                    final = shown[-1].ghost
+                    assert final is not None
+                    growth = grew(samples)
+                    print(f"   ghost text: {final.text!r}; first seen after {shown[0].t:.2f} s", flush=True)
+                    if growth is None:
+                        raise CheckFailed(
+                            "the ghost text never grew at one cursor position: "
+                            f"{[s.ghost.text for s in shown if s.ghost][:20]}"
+                        )
+                    print(f"   grew from {growth[0]!r} to {growth[1]!r}", flush=True)
+                if args.screenshot:
+                    Path(args.screenshot).parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=args.screenshot)
+                    shot_taken = True
+
+                # 2. Tab accepts it into the document.
+                with check("Tab accepts the suggestion into the document"):
+                    page.keyboard.press("Tab")
+                    wait_for("the ghost text to go", lambda: editor.ghost() is None, 10)
+                    editor.save()
+                    expected = f"    {TYPED_LINE}{final.inline}"
+
+                    def saved_line() -> str | None:
+                        lines = stats_file.read_text(encoding="utf-8").splitlines()
+                        return lines[18] if len(lines) > 18 and lines[18] == expected else None
+
+                    try:
+                        wait_for("the saved line", saved_line, 10)
+                    except CheckFailed:
+                        line = stats_file.read_text(encoding="utf-8").splitlines()[18]
+                        raise CheckFailed(f"line 19 is {line!r}, expected {expected!r}") from None
+
+                # 3. The status bar: model and time to first token.
+                with check("the status bar shows the model and the time to first token"):
+                    status = wait_for("a time to first token", lambda: status_ready(editor, args.model), 10)
+                    text = status["text"] or ""
+                    if not TIME_RE.search(text) or "Time to first token" not in (status["label"] or ""):
+                        raise CheckFailed(f"status bar says {text!r} ({status['label']!r})")
+                    print(f"   status bar: {text!r}", flush=True)
+
+                # 4. Typed fast, accepted at once: nothing doubled.
+                with check("a line typed in one burst, then Tab, holds the typed text once"):
+                    page.keyboard.press("Control+End")
+                    page.keyboard.type("\n\ndef median(values):\n", delay=args.key_delay_ms)
+                    page.keyboard.type(FAST_PREFIX, delay=0)
+                    samples = editor.watch(30, lambda s: s[-1].ghost is not None and bool(s[-1].ghost.inline))
+                    ghost = samples[-1].ghost
+                    if ghost is None or not ghost.inline:
+                        raise CheckFailed("no ghost text after the burst")
+                    page.keyboard.press("Tab")
+                    wait_for("the ghost text to go", lambda: editor.ghost() is None, 10)
+                    editor.save()
+                    time.sleep(0.5)
+                    lines = stats_file.read_text(encoding="utf-8").splitlines()
+                    line = next((x for x in reversed(lines) if FAST_PREFIX in x), "")
+                    print(f"   accepted line: {line!r} (ghost was {ghost.inline!r})", flush=True)
+                    if line.count(FAST_PREFIX) != 1 or not line.startswith(f"    {FAST_PREFIX}"):
+                        raise CheckFailed(f"typed text doubled or lost: {line!r}")
+                    if not line.endswith(ghost.inline):
+                        raise CheckFailed(f"{line!r} does not end with the suggestion {ghost.inline!r}")
+
+                # 5. Switch the model in settings.json: no restart, the status names the new one.
+                other = "tiny" if args.model != "tiny" else "small"
+                with check(f"ghostfim.model.size {args.model} -> {other} switches the model without a restart"):
+                    vscode.write_settings(enable=False, model__size=other, **{"[python]": {"ghostfim.enable": True}})
+                    status = wait_for(f"{other} ready in the status bar", lambda: status_ready(editor, other), 120, 0.25)
+                    starts = vscode.extension_log().count("Starting ")
+                    if starts != 1:
+                        raise CheckFailed(f"the server was started {starts} times")
+                    print(f"   status bar: {status['text']!r}", flush=True)
+
+                # 6. Prose is off by default; the status bar says so for a Markdown file.
+                with check("Markdown is off by default (status bar), Python stays on"):
+                    vscode.write_settings(model__size=other)  # enable back to its default
+                    editor.open_file("notes.md")
+                    wait_for(
+                        "'ghostfim off' for Markdown",
+                        lambda: "off" in (editor.status()["text"] or ""),
+                        15,
+                    )
+                    editor.open_file("stats.py")
+                    wait_for(f"{other} for Python", lambda: status_ready(editor, other), 15)
+            except CheckFailed as failure:
+                report.fail(current, str(failure))
+                artifacts.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(Exception):
+                    page.screenshot(path=str(artifacts / "failure.png"))
+                raise
+            finally:
+                context.close()
+    except CheckFailed as failure:
+        if current not in report.failed:
+            report.fail(current, str(failure))
+    finally:
+        vscode.stop()
+        failed = bool(report.failed)
+        if failed:
+            artifacts.mkdir(parents=True, exist_ok=True)
+            (artifacts / "ghostfim.log").write_text(vscode.extension_log(), encoding="utf-8")
+            if vscode.log_path.exists():
+                shutil.copy(vscode.log_path, artifacts / "code-server.log")
+            print(f"--- the extension's log (tail; all of it in {artifacts}):", flush=True)
+            print(vscode.extension_log()[-4000:], flush=True)
+        if not args.keep and not failed:
+            shutil.rmtree(work, ignore_errors=True)
+        elif args.keep:
+            print(f"kept {work}", flush=True)
+
+    if shot_taken:
+        print(f"screenshot: {args.screenshot}", flush=True)
+    print(f"e2e took {time.monotonic() - t_start:.1f} s", flush=True)
+    print(f"{len(report.passed)} passed, {len(report.failed)} failed", flush=True)
+    return 1 if report.failed else 0
+
+
+def newest_vsix() -> str:
+    found = sorted((ROOT / "editors" / "vscode").glob("ghostfim-*.vsix"), key=lambda p: p.stat().st_mtime)
+    return str(found[-1]) if found else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vsix", default=newest_vsix(), help="the packaged extension (make vsix)")
+    parser.add_argument("--server", default=str(ROOT / ".venv" / "bin" / "ghostfim"), help="ghostfim.serverPath")
+    parser.add_argument("--model", default="small", choices=("tiny", "small"), help="the model typed against")
+    parser.add_argument("--code-server", default=os.environ.get("E2E_CODE_SERVER", "code-server"))
+    parser.add_argument("--node-bin", default=os.environ.get("E2E_NODE_BIN", ""), help="Node 24's bin folder")
+    parser.add_argument("--chromium", default=os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium"))
+    parser.add_argument("--screenshot", default=str(ROOT / "docs" / "vscode-ghost-text.png"))
+    parser.add_argument("--artifacts", default="", help="where logs go on failure (default: the work folder)")
+    parser.add_argument("--key-delay-ms", type=float, default=120, help="between typed characters")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args(argv)
+    if not args.vsix or not Path(args.vsix).is_file():
+        parser.error("no .vsix: run `make vsix` first, or pass --vsix")
+    if not Path(args.server).is_file():
+        parser.error(f"no server at {args.server}: run `make setup` first, or pass --server")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
