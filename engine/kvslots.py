@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -81,6 +81,10 @@ class SlotPlan:
 
 @dataclass
 class SnapshotStats:
+    # The latest saves and restores: (kind, document, tokens, bytes, ms).
+    recent: deque[tuple[str, str, int, int, float]] = field(
+        default_factory=lambda: deque(maxlen=32)
+    )
     saved: int = 0
     restored: int = 0
     dropped: int = 0  # evicted by the byte bound
@@ -164,7 +168,7 @@ class KvSlots:
         return SlotPlan(slot, snapshot.tokens, snapshot)
 
     def _best_snapshot(self, tokens: list[int], better_than: int) -> Snapshot | None:
-        found, found_n = None, max(better_than, MIN_SNAPSHOT_TOKENS - 1)
+        found, found_n = None, max(better_than, MIN_USEFUL_REUSE - 1)
         for snapshot in self._snapshots.values():
             n = common_prefix_len(snapshot.tokens, tokens)
             if n > found_n:
@@ -183,6 +187,15 @@ class KvSlots:
             self._drop_snapshot(plan.restore)
             self.stats.restored += 1
             self.stats.last_restore_ms = (time.perf_counter() - started) * 1000
+            self.stats.recent.append(
+                (
+                    "restore",
+                    plan.restore.doc_id,
+                    len(slot.tokens),
+                    plan.restore.nbytes,
+                    self.stats.last_restore_ms,
+                )
+            )
             log.debug(
                 "restored %d tokens of %s into slot %d (%.1f ms)",
                 len(slot.tokens),
@@ -241,6 +254,9 @@ class KvSlots:
         self.stats.saved += 1
         self.stats.last_save_ms = snapshot.save_ms
         self.stats.last_bytes = snapshot.nbytes
+        self.stats.recent.append(
+            ("save", snapshot.doc_id, len(snapshot.tokens), snapshot.nbytes, snapshot.save_ms)
+        )
         while self.snapshot_bytes_used > self.snapshot_bytes:
             self._snapshots.popitem(last=False)
             self.stats.dropped += 1
@@ -258,7 +274,7 @@ class KvSlots:
             if kept is snapshot:
                 del self._snapshots[key]
 
-    def status(self) -> dict[str, int | float]:
+    def status(self) -> dict[str, object]:
         return {
             "snapshots": len(self._snapshots),
             "snapshotBytes": self.snapshot_bytes_used,
@@ -268,4 +284,8 @@ class KvSlots:
             "dropped": self.stats.dropped,
             "lastSaveMs": round(self.stats.last_save_ms, 2),
             "lastRestoreMs": round(self.stats.last_restore_ms, 2),
+            "recent": [
+                {"kind": k, "uri": d, "tokens": t, "bytes": b, "ms": round(ms, 2)}
+                for k, d, t, b, ms in self.stats.recent
+            ],
         }

@@ -384,28 +384,53 @@ class ModelSession:
         return self._keystroke_prompt(request)
 
     def _keystroke_prompt(self, request: CompletionRequest) -> PromptPlan:
-        """The widest keystroke window that is affordable now.
+        """The keystroke window to use now: the wide one when it is warm, the narrow one
+        when only that is warm, else the widest whose new tokens fit a cold start.
 
         Where a keystroke slot (or a snapshot of this document) holds the wide window, a
-        keystroke costs its typed tokens; at a new place the wide window costs seconds on a
+        keystroke costs its typed tokens. At a new place the wide window costs seconds on a
         CPU, so the keystroke takes the start window (about KEYSTROKE_START_MS cold) and
-        reports `widen`, and a background job prepares the wide one in the other slot.
-        Background requests always take the wide window: that is how it gets prepared.
+        reports `widen`, and a background job prepares the wide one in the other slot; while
+        that is only partly done (or a snapshot holds an older, shorter part of it), a warm
+        narrow window answers sooner than finishing the wide one would. Background requests
+        always take the wide window: that is how it gets prepared.
         """
-        allowance = self.cost.tokens_within(KEYSTROKE_START_MS)
-        budgets = [self.keystroke_wide_tokens]
+        candidates = [self._keystroke_candidate(request, self.keystroke_wide_tokens)]
         if not request.background and self.keystroke_start_tokens < self.keystroke_wide_tokens:
-            budgets.append(self.keystroke_start_tokens)
-        for budget in budgets:
-            parts = self.builder.parts(
-                request.doc_id, request.prefix, request.suffix, request.line, budget
-            )
-            slot = self.slots.plan_keystroke(list(parts.plain_head) or parts.head)
-            prompt = self._keystroke_layout(parts, slot.cached)
-            new = len(prompt.tokens) - slot.reuse(prompt.tokens)
-            if budget == budgets[-1] or new <= allowance:
-                return PromptPlan(replace(prompt, narrow=budget < self.keystroke_wide_tokens), slot)
-        raise AssertionError("unreachable: the last budget always returns")
+            candidates.append(self._keystroke_candidate(request, self.keystroke_start_tokens))
+        warm = self.cost.tokens_within(self.keystroke_prefill_ms)
+        cold = self.cost.tokens_within(KEYSTROKE_START_MS)
+        wide = candidates[0]
+        narrow = candidates[-1]
+        if wide[1] <= warm or len(candidates) == 1:
+            chosen = wide
+        elif narrow[1] <= warm or wide[1] > cold:
+            chosen = narrow
+        else:
+            chosen = wide
+        return chosen[0]
+
+    def _keystroke_candidate(
+        self, request: CompletionRequest, budget: int
+    ) -> tuple[PromptPlan, int]:
+        """The keystroke prompt with a prefix window of `budget` tokens, and its new tokens."""
+        parts = self.builder.parts(
+            request.doc_id, request.prefix, request.suffix, request.line, budget
+        )
+        slot = self._keystroke_slot(parts)
+        prompt = self._keystroke_layout(parts, slot.cached)
+        new = len(prompt.tokens) - slot.reuse(prompt.tokens)
+        narrow = budget < self.keystroke_wide_tokens
+        return PromptPlan(replace(prompt, narrow=narrow), slot), new
+
+    def _keystroke_slot(self, parts: PromptParts) -> SlotPlan:
+        """Where a keystroke prompt goes: matched on its FIM head (the whole-suffix layout)
+        and on its plain prefix (the CPU layout), whichever a slot or snapshot holds more of."""
+        heads = [parts.head]
+        if parts.plain_head and list(parts.plain_head) != parts.head:
+            heads.append(list(parts.plain_head))
+        plans = [(self.slots.plan_keystroke(head), head) for head in heads]
+        return max(plans, key=lambda p: p[0].reuse(p[1]))[0]
 
     def _keystroke_layout(self, parts: PromptParts, cached: list[int]) -> Prompt:
         if not parts.suffix_units:

@@ -310,5 +310,6 @@ def test_real_cuda_build_serves_on_the_cpu(cuda_env: dict[str, str]) -> None:
 
     status, result = asyncio.run(session())
     assert status["state"] == "ready", status
-    assert "cpu" in str(status).lower(), status
-    assert isinstance(result, dict) and "items" in result, result
+    assert status["model"]["device"] == "cpu", status
+    assert status["model"]["nGpuLayers"] == 0, status
+    assert result["items"] and result["items"][0]["insertText"].strip(), result

@@ -302,3 +302,58 @@ async def test_position_outside_document_is_a_clean_error(server: LspProcess) ->
     with pytest.raises(RpcError):
         await asyncio.wait_for(fut, 10)
     assert (await server.call("ghostfim/status", None))["state"] == "ready"
+
+
+# --- requests while the model loads --------------------------------------------------------------
+@pytest.mark.model
+async def test_requests_right_after_initialize_wait_for_the_model() -> None:
+    """No empty answers while loading: an explicit request sent before the model is ready
+    waits for it; of automatic ones the newest per document waits and gets a suggestion,
+    older ones are superseded; the status shows the load's progress meanwhile."""
+    client = await LspProcess.start(SERVER)
+    try:
+        await client.initialize({"model": {"size": "small"}})
+        started = time.perf_counter()
+        editor = editor_at_stddev(client)
+        await editor.open()
+        for ch in "return math.":
+            await editor.type(ch)
+        _, explicit = await editor.request(trigger=1)
+        status = await client.call("ghostfim/status", None)
+        assert status["state"] == "loading" and status["model"] is None, status
+        answer = items(await asyncio.wait_for(explicit, 120))
+        assert answer and answer[0].startswith("sqrt("), answer
+        # The load reported its progress (percentages) in the status and as $/progress.
+        loading = [
+            n.params["loading"]
+            for n in client.notifications
+            if n.method == "ghostfim/statusChanged" and n.params.get("loading")
+        ]
+        assert any((p.get("percentage") or 0) > 0 for p in loading), loading
+        assert time.perf_counter() - started < 120
+    finally:
+        assert await client.stop() == 0
+
+    client = await LspProcess.start(SERVER)
+    try:
+        await client.initialize({"model": {"size": "small"}})
+        editor = editor_at_stddev(client)
+        await editor.open()
+        old: list[asyncio.Future[Any]] = []
+        for ch in "return math.sq":
+            await editor.type(ch)
+            client_request = await client.request(
+                "textDocument/inlineCompletion",
+                {
+                    "textDocument": {"uri": URI},
+                    "position": {"line": editor.line, "character": editor.col},
+                    "context": {"triggerKind": 2},
+                },
+            )
+            old.append(client_request[1])  # never cancelled: the server supersedes them
+        newest = await asyncio.wait_for(old[-1], 120)
+        assert items(newest) and items(newest)[0].startswith("rt"), newest
+        for earlier in old[:-1]:
+            assert items(await asyncio.wait_for(earlier, 5)) == []  # superseded, not held
+    finally:
+        assert await client.stop() == 0

@@ -6,12 +6,13 @@ points `ghostfim.serverPath` at the repository's server, and then acts as a user
 real key events in the browser:
 
 1. with `ghostfim.enable` off globally and on for Python, opens a Python file and types a line
-   character by character: VS Code's ghost text appears in the DOM and grows while it streams;
+   character by character: VS Code's ghost text appears in the DOM;
 2. Tab accepts it: the saved file has the line with the suggestion, and nothing doubled;
 3. the status bar names the model and the time to first token;
-4. a line typed fast, then Tab: the accepted line holds the typed characters once;
-5. `ghostfim.model.size` changed in settings.json switches the model without a restart;
-6. a Markdown file is off by default (prose is left out), shown in the status bar.
+4. in a new function, the block suggestion grows while it streams (same cursor, longer text);
+5. a line typed in one burst, then Tab: the accepted line holds the typed characters once;
+6. `ghostfim.model.size` changed in settings.json switches the model without a restart;
+7. a Markdown file is off by default (prose is left out), shown in the status bar.
 
 A screenshot with ghost text goes to docs/vscode-ghost-text.png (--screenshot). On failure the
 code-server, extension and server logs and a screenshot are kept (--artifacts). Prints one line
@@ -133,6 +134,13 @@ class Report:
         print(f"FAIL - {name}: {detail}", flush=True)
 
 
+def write_json(path: Path, value: Any) -> None:
+    """Replaces the file in one step: VS Code sees one change, never a half-written file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,15 +150,17 @@ def free_port() -> int:
 class VsCode:
     """One code-server with its own user data, extensions and workspace, on 127.0.0.1."""
 
-    def __init__(self, work: Path, code_server: str, node_bin: str, server: Path) -> None:
+    def __init__(self, work: Path, code_server: str, node_bin: str, server: Path, trace: bool = False) -> None:
         self.work = work
         self.code_server = code_server
         self.user_data = work / "user-data"
         self.extensions = work / "extensions"
         self.workspace = work / "workspace"
         self.settings_file = self.user_data / "User" / "settings.json"
+        self.machine_settings_file = self.user_data / "Machine" / "settings.json"
         self.port = free_port()
         self.server = server
+        self.trace = trace
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = work / "code-server.log"
         self.env = dict(os.environ)
@@ -164,7 +174,7 @@ class VsCode:
             "disable-telemetry: true\ndisable-update-check: true\n",
             encoding="utf-8",
         )
-        for folder in (self.user_data / "User", self.extensions, self.workspace):
+        for folder in (self.user_data / "User", self.user_data / "Machine", self.extensions, self.workspace):
             folder.mkdir(parents=True, exist_ok=True)
 
     def base_args(self) -> list[str]:
@@ -223,16 +233,19 @@ class VsCode:
             "editor.minimap.enabled": False,
             "editor.fontSize": 15,
             "files.autoSave": "off",
-            "ghostfim.serverPath": str(self.server),
         }
+        if self.trace:
+            settings["ghostfim.trace.server"] = "verbose"
         for key, value in ghostfim.items():
             if key.startswith("["):
                 settings[key] = value
             else:
                 settings[f"ghostfim.{key.replace('__', '.')}"] = value
-        tmp = self.settings_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        tmp.replace(self.settings_file)  # one change event, never a half-written file
+        write_json(self.settings_file, settings)
+        # Machine-scoped settings (serverPath) are read from the remote machine's settings in a
+        # remote window, which is what code-server's window is; its user settings' values are not
+        # applied there ("This setting cannot be applied in this window").
+        write_json(self.machine_settings_file, {"ghostfim.serverPath": str(self.server)})
 
     def start(self) -> str:
         log = self.log_path.open("wb")
@@ -321,6 +334,23 @@ class Editor:
     def save(self) -> None:
         self.page.keyboard.press("Control+S")
 
+    def type_watching(self, text: str, delay_ms: float) -> list[Sample]:
+        """Types one key at a time (real key events), sampling the ghost text between keys."""
+        samples: list[Sample] = []
+        start = time.monotonic()
+        for char in text:
+            if char == "\n":
+                self.page.keyboard.press("Enter")
+            else:
+                self.page.keyboard.type(char)
+            key_done = time.monotonic()
+            while True:
+                samples.append(Sample(time.monotonic() - start, self.status()["cursor"] or "", self.ghost()))
+                if time.monotonic() - key_done >= delay_ms / 1000:
+                    break
+                time.sleep(0.02)
+        return samples
+
     def watch(self, seconds: float, until: Callable[[list[Sample]], bool] | None = None) -> list[Sample]:
         """Samples the cursor and the ghost text about every 40 ms."""
         samples: list[Sample] = []
@@ -345,6 +375,16 @@ def grew(samples: list[Sample]) -> tuple[str, str] | None:
                 if later.ghost.text.startswith(earlier.ghost.text):
                     return earlier.ghost.text, later.ghost.text
     return None
+
+
+def transitions(samples: list[Sample], last: int = 12) -> list[tuple[float, str, str | None]]:
+    """The changes of (cursor, ghost text) seen, for a failure message."""
+    seen: list[tuple[float, str, str | None]] = []
+    for sample in samples:
+        item = (round(sample.t, 2), sample.cursor, sample.ghost.text if sample.ghost else None)
+        if not seen or seen[-1][1:] != item[1:]:
+            seen.append(item)
+    return seen[-last:]
 
 
 def settled(samples: list[Sample], quiet: float = 1.5) -> bool:
@@ -375,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
     report = Report()
     work = Path(tempfile.mkdtemp(prefix="ghostfim-e2e-"))
     artifacts = Path(args.artifacts) if args.artifacts else work / "artifacts"
-    vscode = VsCode(work, args.code_server, args.node_bin, Path(args.server))
+    vscode = VsCode(work, args.code_server, args.node_bin, Path(args.server), args.trace)
     shutil.copy(SAMPLE, vscode.workspace / "stats.py")
     (vscode.workspace / "notes.md").write_text("# Notes\n\nSome prose.\n", encoding="utf-8")
     stats_file = vscode.workspace / "stats.py"
@@ -421,23 +461,17 @@ def run(args: argparse.Namespace) -> int:
                     wait_for(f"{args.model} ready in the status bar", lambda: status_ready(editor, args.model), 180, 0.25)
 
                 # 1. Type a line character by character (off globally, on for Python).
-                with check("ghost text appears while typing a line, and grows while it streams"):
+                with check("ghost text appears while a line is typed character by character"):
                     editor.go_to_line_end(19)
-                    page.keyboard.type(TYPED_LINE, delay=args.key_delay_ms)
-                    samples = editor.watch(30, settled)
+                    samples = editor.type_watching(TYPED_LINE, args.key_delay_ms)
+                    samples += editor.watch(30, settled)
                     shown = [s for s in samples if s.ghost is not None]
                     if not shown:
                         raise CheckFailed("no .ghost-text-decoration appeared in 30 s")
-                    final = shown[-1].ghost
-                    assert final is not None
-                    growth = grew(samples)
-                    print(f"   ghost text: {final.text!r}; first seen after {shown[0].t:.2f} s", flush=True)
-                    if growth is None:
-                        raise CheckFailed(
-                            "the ghost text never grew at one cursor position: "
-                            f"{[s.ghost.text for s in shown if s.ghost][:20]}"
-                        )
-                    print(f"   grew from {growth[0]!r} to {growth[1]!r}", flush=True)
+                    final = samples[-1].ghost
+                    if final is None:
+                        raise CheckFailed(f"the ghost text went away: {[s.ghost for s in shown][-5:]}")
+                    print(f"   ghost text: {final.text!r}; first seen {shown[0].t:.2f} s after the first key", flush=True)
                 if args.screenshot:
                     Path(args.screenshot).parent.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=args.screenshot)
@@ -468,10 +502,20 @@ def run(args: argparse.Namespace) -> int:
                         raise CheckFailed(f"status bar says {text!r} ({status['label']!r})")
                     print(f"   status bar: {text!r}", flush=True)
 
-                # 4. Typed fast, accepted at once: nothing doubled.
-                with check("a line typed in one burst, then Tab, holds the typed text once"):
+                # 4. A block suggestion streams: at one cursor position it grows.
+                with check("the ghost text grows while it streams (a block in a new function)"):
                     page.keyboard.press("Control+End")
-                    page.keyboard.type("\n\ndef median(values):\n", delay=args.key_delay_ms)
+                    samples = editor.type_watching("\n\ndef median(values):\n", args.key_delay_ms)
+                    samples += editor.watch(30, lambda got: settled(got, 2.0))
+                    growth = grew(samples)
+                    if growth is None:
+                        raise CheckFailed(f"the ghost text never grew at one cursor position: {transitions(samples)}")
+                    print(f"   grew from {growth[0]!r} to {growth[1]!r}", flush=True)
+                    page.keyboard.press("Escape")
+                    wait_for("Escape to hide the ghost text", lambda: editor.ghost() is None, 10)
+
+                # 5. Typed fast, accepted at once: nothing doubled.
+                with check("a line typed in one burst, then Tab, holds the typed text once"):
                     page.keyboard.type(FAST_PREFIX, delay=0)
                     samples = editor.watch(30, lambda s: s[-1].ghost is not None and bool(s[-1].ghost.inline))
                     ghost = samples[-1].ghost
@@ -489,7 +533,7 @@ def run(args: argparse.Namespace) -> int:
                     if not line.endswith(ghost.inline):
                         raise CheckFailed(f"{line!r} does not end with the suggestion {ghost.inline!r}")
 
-                # 5. Switch the model in settings.json: no restart, the status names the new one.
+                # 6. Switch the model in settings.json: no restart, the status names the new one.
                 other = "tiny" if args.model != "tiny" else "small"
                 with check(f"ghostfim.model.size {args.model} -> {other} switches the model without a restart"):
                     vscode.write_settings(enable=False, model__size=other, **{"[python]": {"ghostfim.enable": True}})
@@ -499,7 +543,7 @@ def run(args: argparse.Namespace) -> int:
                         raise CheckFailed(f"the server was started {starts} times")
                     print(f"   status bar: {status['text']!r}", flush=True)
 
-                # 6. Prose is off by default; the status bar says so for a Markdown file.
+                # 7. Prose is off by default; the status bar says so for a Markdown file.
                 with check("Markdown is off by default (status bar), Python stays on"):
                     vscode.write_settings(model__size=other)  # enable back to its default
                     editor.open_file("notes.md")
@@ -560,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", default="", help="where logs go on failure (default: the work folder)")
     parser.add_argument("--key-delay-ms", type=float, default=120, help="between typed characters")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--trace", action="store_true", help="log the LSP messages (ghostfim.trace.server)")
     args = parser.parse_args(argv)
     if not args.vsix or not Path(args.vsix).is_file():
         parser.error("no .vsix: run `make vsix` first, or pass --vsix")
