@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Literal
@@ -540,7 +540,7 @@ class RemoteBackend:
         stray_chars = 0
         # aclosing: a stop rule leaves the loop early, and the line iterator must be closed
         # now, on this loop, not by a finalizer after the loop stopped running.
-        async with contextlib.aclosing(response.aiter_lines()) as lines:
+        async with contextlib.aclosing(_lines(response)) as lines:
             async for line in lines:
                 payload = _sse_payload(line) if self.sse else line.strip() or None
                 if payload is None:
@@ -872,6 +872,12 @@ def remote_factory(config: RemoteConfig) -> Callable[[], RemoteBackend]:
 
 
 # --- small helpers --------------------------------------------------------------------------
+async def _lines(response: httpx.Response) -> AsyncGenerator[str, None]:
+    """The response's lines, as a generator that `aclosing` can close early."""
+    async for line in response.aiter_lines():
+        yield line
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost OS-level reason (e.g. 'connection refused'), not a chain of wrappers."""
     while exc.__cause__ is not None or exc.__context__ is not None:

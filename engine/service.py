@@ -123,6 +123,7 @@ class CompletionService:
         self._widening = False  # a background job preparing the wide keystroke window
         self._backend_generation = 0  # bumped when a backend is swapped in (or a load fails)
         self._backend_event = asyncio.Event()
+        self._budgets: tuple[int, tuple[int, int, float]] | None = None  # applied to whom
 
     # --- configuration ---------------------------------------------------------------------
     def configure(self, config: EngineConfig, default_model: str | None = None) -> None:
@@ -157,7 +158,7 @@ class CompletionService:
         if session is None or self._closed:
             return
         budgets = (c.prefix_tokens, c.suffix_tokens, c.keystroke_prefill_ms)
-        if getattr(self, "_budgets", None) == (id(session), budgets):
+        if self._budgets == (id(session), budgets):
             return
         self._budgets = (id(session), budgets)
 
@@ -314,21 +315,20 @@ class CompletionService:
         return record
 
     def document_changed(self, doc_id: str, text: str) -> None:
-        """Stop a running job at once when the edit is not typing into its suggestion."""
+        """An edit that is not typing into the suggestion stops what was made for it: the
+        running job at once, and the follow-ups (refresh, prefetch of its continuation)."""
         record = self.docs.get(doc_id)
-        job = record.job if record else None
-        if job is None or job.suggestion.done:
+        if record is None:
             return
-        s = job.state
-        delta = len(text) - s.doc_length
-        consistent = (
-            delta >= 0
-            and text[max(0, s.offset - len(s.edge_before)) : s.offset] == s.edge_before
-            and text[s.offset + delta : s.offset + delta + len(s.edge_after)] == s.edge_after
-            and job.suggestion.could_continue(text[s.offset : s.offset + delta])
-        )
-        if not consistent:
-            job.cancel()
+        job = record.job
+        if job is not None and not job.suggestion.done:
+            if not _typed_into(job.state, job.suggestion, text):
+                job.cancel()
+            return
+        ghost = record.ghost
+        if ghost is not None and not _typed_into(ghost.state, ghost.suggestion, text, ghost.typed):
+            record.ghost = None
+            self.worker.preempt_background()
 
     def document_closed(self, doc_id: str) -> None:
         record = self.docs.pop(doc_id, None)
@@ -520,7 +520,7 @@ class CompletionService:
             return session.complete(
                 request,
                 cancel,
-                on_text=lambda text: loop.call_soon_threadsafe(suggestion.update, text),
+                on_text=lambda text: _call_soon(loop, suggestion.update, text),
             )
 
         job = self.worker.submit(
@@ -692,7 +692,7 @@ class CompletionService:
     def warm(self, state: CursorState) -> None:
         """Prefill a document's context so its first keystroke is not a cold prompt."""
         for mode in ("keystroke", "full"):  # each has its own KV slot; keystrokes first
-            request = replace(self._request_for(state, mode), max_tokens=0)  # type: ignore[arg-type]
+            request = replace(self._request_for(state, mode), max_tokens=0)
             self._spawn(self._background(request, Priority.WARMUP))
 
     def _spawn(self, coro: Any) -> None:
@@ -748,6 +748,25 @@ class CompletionService:
         )
         self.latency.recent.append(payload)
         self.events.stats(payload)
+
+
+def _typed_into(state: CursorState, suggestion: Suggestion, text: str, typed: str = "") -> bool:
+    """Whether `text` (the document after an edit) is `state`'s document with characters of
+    the suggestion typed at the cursor (after `typed`, already typed into it at `state`): the
+    text either side of the cursor is intact."""
+    delta = len(text) - state.doc_length
+    return (
+        delta >= 0
+        and text[max(0, state.offset - len(state.edge_before)) : state.offset] == state.edge_before
+        and text[state.offset + delta : state.offset + delta + len(state.edge_after)]
+        == state.edge_after
+        and suggestion.could_continue(typed + text[state.offset : state.offset + delta])
+    )
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], text: str) -> None:
+    """Hand streamed text to the event loop (from the model thread)."""
+    loop.call_soon_threadsafe(fn, text)
 
 
 def _kv_status(session: CompletionBackend | None) -> dict[str, Any] | None:

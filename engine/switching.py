@@ -91,7 +91,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return trim  # type: ignore[no-any-return]
+    return trim
 
 
 _MALLOC_TRIM = _malloc_trim()
@@ -259,12 +259,11 @@ class ModelSwitcher:
         self.events.loading(load.label, 0)
         self.events.progress(f"loading {load.label}", 0, False)
         sink = self._progress_sink(load)
+        message: str | None = None
         try:
-            new = await self.off_loop(lambda: load.open_backend(sink))
+            new: CompletionBackend = await self.off_loop(lambda: load.open_backend(sink))
         except Exception as exc:  # any failure keeps the old model serving
             message = f"ghostfim: cannot load {load.label}: {exc}"
-        else:
-            message = None
         if message is not None:
             # Out of the except block: the traceback (frames of the load, and whatever it had
             # built before failing) is gone before memory is handed back.

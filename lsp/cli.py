@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ghostfim.lsp import VERSION
+
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
@@ -28,6 +30,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Inline code completion from a local fill-in-the-middle model.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
+    parser.add_argument("--version", action="version", version=f"ghostfim {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the LSP server (stdio by default)")

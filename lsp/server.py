@@ -19,6 +19,7 @@ from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
 from ghostfim.engine.service import CompletionService, CursorState
+from ghostfim.lsp import VERSION
 from ghostfim.lsp.documents import DocumentIndex, cursor_state
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
@@ -30,7 +31,6 @@ from ghostfim.lsp.textsync import (
     request_offset,
 )
 
-VERSION = "0.1.0"
 log = logging.getLogger("ghostfim.server")
 
 

@@ -135,10 +135,10 @@ class Report:
 
 
 def write_json(path: Path, value: Any) -> None:
-    """Replaces the file in one step: VS Code sees one change, never a half-written file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    """Rewrites the file in place, as an editor saves it: VS Code watches the file itself, and a
+    rename over it (a new inode) is not seen as a change of it."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps(value, indent=2))
 
 
 def free_port() -> int:
@@ -220,6 +220,7 @@ class VsCode:
             "extensions.ignoreRecommendations": True,
             "workbench.enableExperiments": False,
             "workbench.startupEditor": "none",
+            "workbench.secondarySideBar.defaultVisibility": "hidden",
             "workbench.tips.enabled": False,
             "chat.disableAIFeatures": True,
             "security.workspace.trust.enabled": False,
