@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ghostfim.engine.config import BACKENDS, MODEL_SIZES, MULTILINE_MODES, EngineConfig
@@ -27,26 +27,40 @@ def _bool(v: Any) -> bool:
     raise ValueError("expected true or false")
 
 
-def _int_range(lo: int, hi: int) -> Callable[[Any], int]:
-    def check(v: Any) -> int:
+@dataclass(frozen=True)
+class IntRange:
+    """A whole number in lo..hi (the range the editors' settings declare too)."""
+
+    lo: int
+    hi: int
+    auto: bool = False  # "auto" (or null) is allowed too, and reads as None
+
+    def __call__(self, v: Any) -> int | None:
+        if self.auto and (v == "auto" or v is None):
+            return None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
             raise ValueError("expected a whole number")
-        if not lo <= int(v) <= hi:
-            raise ValueError(f"expected {lo}..{hi}")
+        if not self.lo <= int(v) <= self.hi:
+            raise ValueError(f"expected {self.lo}..{self.hi}")
         return int(v)
 
-    return check
 
+@dataclass(frozen=True)
+class NumberRange:
+    """A number in lo..hi."""
 
-def _number_range(lo: float, hi: float) -> Callable[[Any], float]:
-    def check(v: Any) -> float:
+    lo: float
+    hi: float
+    auto: bool = False
+
+    def __call__(self, v: Any) -> float | None:
+        if self.auto and (v == "auto" or v is None):
+            return None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
             raise ValueError("expected a number")
-        if not lo <= v <= hi:
-            raise ValueError(f"expected {lo:g}..{hi:g}")
+        if not self.lo <= v <= self.hi:
+            raise ValueError(f"expected {self.lo:g}..{self.hi:g}")
         return float(v)
-
-    return check
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
@@ -74,44 +88,32 @@ def _str(v: Any) -> str:
     return v
 
 
-def _debounce(v: Any) -> float | None:
-    if v == "auto" or v is None:
-        return None
-    return _number_range(0, 2000)(v)
-
-
-def _extra_context_tokens(v: Any) -> int | None:
-    if v == "auto" or v is None:
-        return None
-    return _int_range(0, 16_384)(v)
-
-
 def _model_size(v: Any) -> str | None:
     return None if v is None else _choice(MODEL_SIZES)(v)
 
 
 # settings key (as the client writes it) -> (field name, validator)
-_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "enable": ("enable", _bool),
     "model.size": ("model_size", _model_size),
     "model.path": ("model_path", _optional_str),
-    "nGpuLayers": ("n_gpu_layers", _int_range(-1, 10_000)),
-    "debounceMs": ("debounce_ms", _debounce),
-    "maxTokens": ("max_tokens", _int_range(1, 1024)),
+    "nGpuLayers": ("n_gpu_layers", IntRange(-1, 10_000)),
+    "debounceMs": ("debounce_ms", NumberRange(0, 2000, auto=True)),
+    "maxTokens": ("max_tokens", IntRange(1, 1024)),
     "multiline": ("multiline", _choice(MULTILINE_MODES)),
-    "prefixTokens": ("prefix_tokens", _int_range(16, 16_384)),
-    "suffixTokens": ("suffix_tokens", _int_range(0, 16_384)),
-    "keystrokePrefillMs": ("keystroke_prefill_ms", _number_range(1, 10_000)),
-    "maxRestOfLine": ("max_rest_of_line", _int_range(0, 10_000)),
+    "prefixTokens": ("prefix_tokens", IntRange(16, 16_384)),
+    "suffixTokens": ("suffix_tokens", IntRange(0, 16_384)),
+    "keystrokePrefillMs": ("keystroke_prefill_ms", NumberRange(1, 10_000)),
+    "maxRestOfLine": ("max_rest_of_line", IntRange(0, 10_000)),
     "postprocess": ("postprocess", _bool),
     "extraContext": ("extra_context", _bool),
-    "extraContextTokens": ("extra_context_tokens", _extra_context_tokens),
+    "extraContextTokens": ("extra_context_tokens", IntRange(0, 16_384, auto=True)),
     "backend": ("backend", _choice(BACKENDS)),
     "backendUrl": ("backend_url", _str),
     "backendModel": ("backend_model", _str),
     "backendApiKeyEnv": ("backend_api_key_env", _str),
-    "backendTimeoutMs": ("backend_timeout_ms", _number_range(50, 600_000)),
-    "kvSnapshotMb": ("kv_snapshot_mb", _int_range(0, 65_536)),
+    "backendTimeoutMs": ("backend_timeout_ms", NumberRange(50, 600_000)),
+    "kvSnapshotMb": ("kv_snapshot_mb", IntRange(0, 65_536)),
 }
 AUTO_FIELDS = ("debounce_ms", "extra_context_tokens")  # None is written "auto"
 
@@ -161,10 +163,10 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         # A `model` object names the model whole: a size alone is no longer a path's.
         flat = {"model.size": None, "model.path": None, **flat}
     for key, value in flat.items():
-        if key not in _KEYS:
+        if key not in KEYS:
             problems.append(f"unknown setting ghostfim.{key} (ignored)")
             continue
-        name, validate = _KEYS[key]
+        name, validate = KEYS[key]
         try:
             changes[name] = validate(value)
         except ValueError as exc:
@@ -182,7 +184,7 @@ def _shown(settings: Settings, name: str) -> Any:
 def settings_to_client(settings: Settings) -> dict[str, Any]:
     """The settings in the client's shape (camelCase, model nested)."""
     out: dict[str, Any] = {}
-    by_field = {name: key for key, (name, _) in _KEYS.items()}
+    by_field = {name: key for key, (name, _) in KEYS.items()}
     for f in fields(settings):
         key = by_field.get(f.name)
         if key is None:

@@ -226,3 +226,24 @@ async def test_budgets_change_in_place(cleanup: list) -> None:
     service.set_options(EngineConfig(debounce_ms=0, prefix_tokens=300, suffix_tokens=40))
     await settle(service)
     assert backend.budgets[-1] == (300, 40, 80.0) and not backend.closed
+
+
+async def test_an_edit_that_leaves_the_suggestion_drops_its_prefetch(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "width * height", prefill_s=0.5)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    state = cursor(DOC)
+    assert (await service.complete(state, explicit=True)).text == "width * height"
+    await asyncio.sleep(0.1)  # the prefetch of the continuation is in its prefill
+    assert service.worker.running is not None
+    service.document_changed(state.doc_id, DOC + "#" + state.suffix)  # not the suggestion
+    await settle(service)
+    prefetch = [r for r in backend.requests if r.background]
+    assert prefetch and service.cache.lookup(DOC + "width * height", "") is None  # dropped
+    typed = FakeBackend(script=lambda r: "width * height", prefill_s=0.3)
+    service2, _ = await serving(typed)
+    cleanup.append(service2)
+    await service2.complete(state, explicit=True)
+    service2.document_changed(state.doc_id, DOC + "wid" + state.suffix)  # typing into it
+    await settle(service2)
+    assert service2.cache.lookup(DOC + "width * height", "") is not None  # prefetched

@@ -332,6 +332,47 @@ class Editor:
         wait_for(f"the cursor on line {line}", lambda: (self.status()["cursor"] or "").startswith(f"Ln {line},"), 10)
         self.page.keyboard.press("End")
 
+    def set_setting(self, key: str, value: str | bool, settings_file: Path) -> None:
+        """Changes a user setting in the Settings editor (Ctrl+,) as a user does, then waits for
+        VS Code to have written it to settings.json. (VS Code here did not notice settings.json
+        rewritten behind its back, so the UI is also the dependable way.)"""
+        self.page.keyboard.press("Control+Comma")
+        search = ".settings-editor .settings-header .monaco-editor"
+        self.page.wait_for_selector(search, timeout=20_000)
+        self.page.click(search)
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.type(key, delay=10)
+        control = wait_for(
+            f"{key} in the Settings editor", lambda: self.page.query_selector(f".settings-editor [aria-label='{key}']"), 15
+        )
+        if isinstance(value, bool):
+            checked = control.get_attribute("aria-checked") == "true"
+            if checked != value:
+                control.click()
+        else:
+            control.click()
+            row = wait_for(
+                f"{value!r} in the drop-down",
+                lambda: next(
+                    (
+                        r
+                        for r in self.page.query_selector_all(".select-box-dropdown-list-container .monaco-list-row")
+                        if r.inner_text().split("\n")[0].strip() == value
+                    ),
+                    None,
+                ),
+                10,
+            )
+            row.click()
+        needle = f'"{key}": {json.dumps(value)}'
+        default_removed = isinstance(value, bool)  # back to the default: VS Code may drop the key
+
+        def written() -> bool:
+            text = settings_file.read_text(encoding="utf-8")
+            return needle in text or (default_removed and f'"{key}"' not in text)
+
+        wait_for(f"settings.json to hold {needle}", written, 15)
+
     def save(self) -> None:
         self.page.keyboard.press("Control+S")
 
@@ -537,7 +578,8 @@ def run(args: argparse.Namespace) -> int:
                 # 6. Switch the model in settings.json: no restart, the status names the new one.
                 other = "tiny" if args.model != "tiny" else "small"
                 with check(f"ghostfim.model.size {args.model} -> {other} switches the model without a restart"):
-                    vscode.write_settings(enable=False, model__size=other, **{"[python]": {"ghostfim.enable": True}})
+                    editor.set_setting("ghostfim.model.size", other, vscode.settings_file)
+                    editor.open_file("stats.py")
                     status = wait_for(f"{other} ready in the status bar", lambda: status_ready(editor, other), 120, 0.25)
                     starts = vscode.extension_log().count("Starting ")
                     if starts != 1:
@@ -546,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
 
                 # 7. Prose is off by default; the status bar says so for a Markdown file.
                 with check("Markdown is off by default (status bar), Python stays on"):
-                    vscode.write_settings(model__size=other)  # enable back to its default
+                    editor.set_setting("ghostfim.enable", True, vscode.settings_file)  # on globally
                     editor.open_file("notes.md")
                     wait_for(
                         "'ghostfim off' for Markdown",
