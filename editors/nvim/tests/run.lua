@@ -25,6 +25,7 @@ local config = require("ghostfim.config")
 local edit = require("ghostfim.edit")
 local ghost = require("ghostfim.ghost")
 local keys = require("ghostfim.keys")
+local suggestion_module = require("ghostfim.suggestion")
 
 local env = vim.env
 local plugin_root = H.plugin_root
@@ -475,112 +476,120 @@ local function check_fallback_keys()
   pass(name, "buffer-local rhs, Vimscript expr, Lua expr, Lua callback, typeahead order")
 end
 
--- The server's answer comes after the user typed on (here: the keystrokes' autocommands are
--- held back, so no newer request replaces the one in flight). The characters typed since must
--- not be inserted a second time on accept, and a suggestion they do not match is dropped.
+-- The server's answer reaches the plugin after the user typed on. The answer is the real
+-- server's for the request; only its delivery waits until the characters are typed (with the
+-- keystrokes' autocommands held back, so that no newer request replaces the one answered).
+-- The characters typed since must not be inserted a second time on accept, and a suggestion
+-- they do not match must not show.
 local function check_typed_on_past_request()
   local name = "answer arriving after more typing: accept inserts nothing twice"
   local original_request = client.request
-  local answers = {}
+  local original_ghost_text = suggestion_module.on_ghost_text
+  local held, held_updates = nil, {}
   client.request = function(method, params, handler, bufnr)
     if method ~= "textDocument/inlineCompletion" then
       return original_request(method, params, handler, bufnr)
     end
     return original_request(method, params, function(err, result)
-      table.insert(answers, { err = err, result = result,
-        tick = vim.api.nvim_buf_get_changedtick(0) })
-      handler(err, result)
+      held = { err = err, result = result, deliver = function()
+        for _, update in ipairs(held_updates) do
+          original_ghost_text(update)
+        end
+        handler(err, result)
+      end }
     end, bufnr)
+  end
+  -- The streamed updates of the same answer wait too.
+  suggestion_module.on_ghost_text = function(params)
+    table.insert(held_updates, params)
+  end
+  local function restore()
+    client.request = original_request
+    suggestion_module.on_ghost_text = original_ghost_text
   end
   local function answer_text(answer)
     local items = answer and type(answer.result) == "table"
       and (answer.result.items or answer.result) or {}
     return items[1] and items[1].insertText
   end
-  local function attempt(typed_of)
+  -- An explicit request at the end of "    return fib" on a new line; `typed` goes in before
+  -- its answer is delivered.
+  local function attempt(typed)
     vim.api.nvim_input("<Esc>Go")
     sleep(50)
+    vim.o.eventignore = "all"
     type_keys("    return fib")
-    wait_for_stable_ghost(ghost_wait_ms, 300)
-    ghostfim.dismiss()
-    answers = {}
+    sleep(30)
+    vim.o.eventignore = ""
+    held, held_updates = nil, {}
     local row = vim.api.nvim_win_get_cursor(0)[1]
     local prefix = vim.api.nvim_get_current_line()
-    local tick = vim.api.nvim_buf_get_changedtick(0)
     ghostfim.trigger()
-    local typed = typed_of()
-    vim.o.eventignore = "all"
-    vim.api.nvim_input(typed)
-    wait_for(1000, function()
-      return vim.api.nvim_get_current_line() == prefix .. typed
-    end, 1)
-    sleep(30) -- the insert loop has seen the change (TextChangedI ignored, not postponed)
-    vim.o.eventignore = ""
     wait_for(ghost_wait_ms + 5000, function()
-      return #answers > 0
+      return held
     end)
-    sleep(100)
-    return answers[1], tick, row, prefix, typed
-  end
-  -- First the suggestion for this state, to know what to type.
-  local first = attempt(function()
-    return ""
-  end)
-  local suggestion = answer_text(first)
-  vim.api.nvim_input("<Esc>")
-  sleep(30)
-  vim.cmd("silent! normal! dd")
-  if not suggestion or #suggestion < 3 or suggestion:sub(1, 2):find("[\n<]") then
-    client.request = original_request
-    return skip(name, "no usable suggestion to type into: " .. vim.inspect(suggestion))
-  end
-  local typed_ahead = suggestion:sub(1, 2)
-  for try = 1, 3 do
-    local answer, tick, row, prefix, typed = attempt(function()
-      return typed_ahead
-    end)
-    local text = answer_text(answer)
-    if answer and answer.tick ~= tick + #typed and text and text:sub(1, #typed) == typed then
-      local shown = shown_text()
-      if shown ~= text:sub(#typed + 1) then
-        client.request = original_request
-        return fail(name, string.format("typed %q after the request; suggestion %q; shown %q",
-          typed, text, tostring(shown)))
-      end
-      vim.api.nvim_input(ghostfim.config().keymaps.accept)
-      sleep(100)
-      local lines = vim.api.nvim_buf_get_lines(0, row - 1, -1, false)
-      local got = table.concat(lines, "\n")
-      client.request = original_request
-      vim.api.nvim_input("<Esc>")
-      sleep(30)
-      if got ~= prefix .. text then
-        return fail(name, string.format("buffer from the line on is %q, expected %q", got,
-          prefix .. text))
-      end
-      pass(name, string.format("typed %q, inserted %q, try %d", typed, text:sub(#typed + 1),
-        try))
-      break
+    local answer = held
+    if answer and typed ~= "" then
+      vim.o.eventignore = "all"
+      vim.api.nvim_input(typed)
+      wait_for(1000, function()
+        return vim.api.nvim_get_current_line() == prefix .. typed
+      end, 1)
+      sleep(30) -- the insert loop has seen the change (TextChangedI ignored, not postponed)
+      vim.o.eventignore = ""
     end
+    if answer then
+      answer.deliver()
+    end
+    return answer, row, prefix
+  end
+  local function clean()
     vim.api.nvim_input("<Esc>")
     sleep(30)
     vim.cmd("silent! normal! dd")
-    if try == 3 then
-      client.request = original_request
-      return fail(name, "the answer never came after the typing: " .. vim.inspect(answer))
-    end
   end
+  -- First the suggestion for this state, to know what to type.
+  local suggestion = answer_text(attempt(""))
+  clean()
+  if not suggestion or #suggestion < 3 or suggestion:sub(1, 2):find("[\n<]") then
+    restore()
+    return fail(name, "no usable suggestion to type into: " .. vim.inspect(suggestion))
+  end
+  local typed = suggestion:sub(1, 2)
+  local answer, row, prefix = attempt(typed)
+  local text = answer_text(answer)
+  if text ~= suggestion then
+    restore()
+    clean()
+    return fail(name, string.format("the same request was answered %q, then %q",
+      suggestion, tostring(text)))
+  end
+  local shown = shown_text()
+  if shown ~= text:sub(#typed + 1) then
+    restore()
+    clean()
+    return fail(name, string.format("typed %q after the request; suggestion %q; shown %q",
+      typed, text, tostring(shown)))
+  end
+  vim.api.nvim_input(ghostfim.config().keymaps.accept)
+  sleep(100)
+  local got = table.concat(vim.api.nvim_buf_get_lines(0, row - 1, -1, false), "\n")
+  clean()
+  if got ~= prefix .. text then
+    restore()
+    return fail(name, string.format("buffer from the line on is %q, expected %q", got,
+      prefix .. text))
+  end
+  pass(name, string.format("typed %q, then accepted %q", typed, text:sub(#typed + 1)))
+
   -- Typed text that is not the suggestion's start: the stale suggestion must not show.
-  local answer = attempt(function()
-    return "@@"
-  end)
-  client.request = original_request
+  answer = attempt("@@")
+  restore()
   local stale = shown_text()
-  vim.api.nvim_input("<Esc>")
-  sleep(30)
-  vim.cmd("silent! normal! dd")
-  if not answer_text(answer) then
-    return skip("stale suggestion dropped", "the server answered nothing")
+  clean()
+  if answer_text(answer) ~= suggestion then
+    return fail("stale suggestion dropped", "the request was answered " ..
+      vim.inspect(answer_text(answer)))
   end
   if stale then
     return fail("stale suggestion dropped", "typed \"@@\", still shown: " .. stale)
@@ -623,14 +632,14 @@ local function check_restart_after_kill()
   if not pid then
     return fail(name, "no server process among Neovim's children")
   end
-  local stop_capture = H.start_capture()
+  local messages, stop = H.collect_notify()
   local killed_at = vim.loop.now()
   vim.loop.kill(pid, "sigkill")
   local new_id = wait_for(10000, function()
     local c = client.get()
     return c and c.id ~= old_id and c.id
   end, 20)
-  local messages = stop_capture()
+  stop()
   if not new_id then
     return fail(name, "no new client within 10 s; messages: " .. table.concat(messages, " | "))
   end
@@ -682,7 +691,7 @@ local function check_mappings_restored()
     ghostfim.setup({ enabled = false, cmd = server_cmd })
   end)
   local mapping = keys.mapping_in(0, "<M-l>")
-  if not mapping or mapping.rhs ~= "L!" or mapping.buffer ~= 1 then
+  if not mapping or mapping.rhs ~= "L!" or mapping.buffer == 0 then
     return fail(name, "<M-l> is " .. vim.inspect(mapping))
   end
   pass(name)

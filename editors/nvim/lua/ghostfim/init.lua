@@ -219,7 +219,13 @@ local function attach(bufnr)
   end
   if client.managed_by_neovim() then
     -- vim.lsp.enable("ghostfim") starts the server; lsp/ghostfim.lua's on_attach brings the
-    -- buffer here (M.lsp_hooks().on_attach). Starting one more would run two servers.
+    -- buffer here (M.lsp_hooks().on_attach). Starting one more would run two servers. A
+    -- buffer it attached before this setup() is taken over now.
+    local running = client.get_clients({ name = client.name, bufnr = bufnr })[1]
+    if running then
+      client.adopt(running)
+      after_attach(bufnr)
+    end
     return
   end
   local id, err = client.attach(bufnr, cfg, config.server_settings(cfg), lsp_hooks)
@@ -277,8 +283,11 @@ local function teardown()
   backend.clear()
   unmap_keys()
   attached = {}
-  client.stop()
-  status.reset()
+  -- A server that vim.lsp.enable started is Neovim's to stop.
+  if not client.managed_by_neovim() then
+    client.stop()
+    status.reset()
+  end
 end
 
 --- Starts ghostfim for the configured filetypes. See :help ghostfim-setup.

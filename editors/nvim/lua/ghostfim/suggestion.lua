@@ -215,6 +215,12 @@ local function request(bufnr, trigger_kind)
       and (key == last_request_key[bufnr] or dismissed_at[bufnr]) then
     return
   end
+  -- Until initialize is answered the buffer is not open on the server (an error to the user).
+  -- The first answer comes anyway: when the model is ready, on_ready asks again.
+  local lsp_client = client.get()
+  if not lsp_client or not lsp_client.initialized then
+    return
+  end
   last_request_key[bufnr] = key
   -- The server supersedes older requests itself; cancelling also frees its queue at once.
   cancel_pending()
