@@ -127,9 +127,14 @@ class CompletionBackend(Protocol):
         ...
 
     def set_budgets(
-        self, prefix_tokens: int, suffix_tokens: int, keystroke_prefill_ms: float
+        self,
+        prefix_tokens: int,
+        suffix_tokens: int,
+        keystroke_prefill_ms: float,
+        snapshot_bytes: int,
     ) -> None:
-        """Change the prompt budgets in place (on the model thread, between requests)."""
+        """Change the prompt budgets and the RAM for KV snapshots in place (on the model
+        thread, between requests)."""
         ...
 
     def close(self) -> None: ...

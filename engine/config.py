@@ -72,12 +72,14 @@ class BackendSpec:
     suffix_tokens: int = 256
 
     def same_backend(self, other: object) -> bool:
-        """Whether other opens the same backend (only the prompt budgets may differ)."""
+        """Whether other opens the same backend (only the budgets may differ: the prompt's
+        and the snapshots' RAM, which change in place)."""
         if not isinstance(other, BackendSpec):
             return False
-        return replace(self, prefix_tokens=0, suffix_tokens=0) == replace(
-            other, prefix_tokens=0, suffix_tokens=0
-        )
+        return self._without_budgets() == other._without_budgets()
+
+    def _without_budgets(self) -> BackendSpec:
+        return replace(self, prefix_tokens=0, suffix_tokens=0, snapshot_bytes=0)
 
     @property
     def label(self) -> str:

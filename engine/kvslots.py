@@ -228,6 +228,12 @@ class KvSlots:
         for key in [k for k, s in self._snapshots.items() if s.doc_id == doc_id]:
             del self._snapshots[key]
 
+    def set_snapshot_limit(self, snapshot_bytes: int) -> None:
+        self.snapshot_bytes = snapshot_bytes
+        while self._snapshots and self.snapshot_bytes_used > snapshot_bytes:
+            self._snapshots.popitem(last=False)
+            self.stats.dropped += 1
+
     def drop_snapshots(self) -> None:
         self._snapshots.clear()
 

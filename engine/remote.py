@@ -413,12 +413,16 @@ class RemoteBackend:
         return None  # the server's speed is its own: requests keep the automatic deadline
 
     def set_budgets(
-        self, prefix_tokens: int, suffix_tokens: int, keystroke_prefill_ms: float
+        self,
+        prefix_tokens: int,
+        suffix_tokens: int,
+        keystroke_prefill_ms: float,
+        snapshot_bytes: int = 0,
     ) -> None:
         """Every request carries the whole suffix budget (the server's prefix cache keeps the
         text before the cursor; a shorter keystroke prompt would save it little), so
         completions never report a cut suffix and the service never refreshes at a pause."""
-        del keystroke_prefill_ms  # the server decides its own prompt processing
+        del keystroke_prefill_ms, snapshot_bytes  # the server decides its own processing
         self.builder = PromptBuilder(
             _approx_tokenize,
             FimTemplate(family=self.fim.family, layout=self.fim.layout),

@@ -123,7 +123,7 @@ class CompletionService:
         self._widening = False  # a background job preparing the wide keystroke window
         self._backend_generation = 0  # bumped when a backend is swapped in (or a load fails)
         self._backend_event = asyncio.Event()
-        self._budgets: tuple[int, tuple[int, int, float]] | None = None  # applied to whom
+        self._budgets: tuple[int, tuple[int, int, float, int]] | None = None  # applied to whom
 
     # --- configuration ---------------------------------------------------------------------
     def configure(self, config: EngineConfig, default_model: str | None = None) -> None:
@@ -157,7 +157,7 @@ class CompletionService:
         session, c = self.session, self.config
         if session is None or self._closed:
             return
-        budgets = (c.prefix_tokens, c.suffix_tokens, c.keystroke_prefill_ms)
+        budgets = (c.prefix_tokens, c.suffix_tokens, c.keystroke_prefill_ms, c.snapshot_bytes)
         if self._budgets == (id(session), budgets):
             return
         self._budgets = (id(session), budgets)

@@ -222,10 +222,17 @@ class ModelSession:
         return self.model.tokenize(text, add_special=False, parse_special=False)
 
     def set_budgets(
-        self, prefix_tokens: int, suffix_tokens: int, keystroke_prefill_ms: float
+        self,
+        prefix_tokens: int,
+        suffix_tokens: int,
+        keystroke_prefill_ms: float,
+        snapshot_bytes: int | None = None,
     ) -> None:
         """Prompt budgets, clamped to what a slot holds. Changing them rebuilds the prompt
-        builder (its sticky windows are per budget); the KV slots keep what they hold."""
+        builder (its sticky windows are per budget); the KV slots keep what they hold, and
+        the snapshots what fits the new limit."""
+        if snapshot_bytes is not None:
+            self.slots.set_snapshot_limit(snapshot_bytes)
         room = self.slots.prompt_room
         prefix_tokens = max(16, min(prefix_tokens, int(room * 0.7 / 1.25)))
         suffix_tokens = max(0, min(suffix_tokens, room - int(prefix_tokens * 1.25)))

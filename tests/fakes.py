@@ -89,7 +89,9 @@ class FakeBackend:
             return None
         return self.prefill_ms_per_token * n_tokens
 
-    def set_budgets(self, prefix_tokens: int, suffix_tokens: int, keystroke_ms: float) -> None:
+    def set_budgets(
+        self, prefix_tokens: int, suffix_tokens: int, keystroke_ms: float, snapshot_bytes: int
+    ) -> None:
         self.budgets.append((prefix_tokens, suffix_tokens, keystroke_ms))
 
     def close(self) -> None:

@@ -802,7 +802,7 @@ class _Backend:
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
         return None
 
-    def set_budgets(self, prefix: int, suffix: int, keystroke_ms: float) -> None: ...
+    def set_budgets(self, prefix: int, suffix: int, keystroke_ms: float, snap: int) -> None: ...
 
     def close(self) -> None:
         self.log.append(f"close {self.info.name}")
