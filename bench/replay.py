@@ -23,6 +23,7 @@ import asyncio
 import json
 import math
 import platform
+import shlex
 import statistics
 import sys
 import threading
@@ -232,9 +233,13 @@ def _on_answer(fut: asyncio.Future[Any], rec: Record, show: Any) -> None:
 
 
 async def run_ghostfim(
-    traces: list[Trace], model: str, settings: dict[str, Any] | None = None
+    traces: list[Trace],
+    model: str,
+    settings: dict[str, Any] | None = None,
+    command: list[str] | None = None,
 ) -> tuple[list[Record], float | None]:
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
+    """ghostfim over LSP; `command` runs another build of it (an older checkout's server)."""
+    client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
     await client.initialize(
         {
             "model": {"size": model}
@@ -423,6 +428,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         if system == "ghostfim":
             records, rss = await run_ghostfim(traces, args.model, args.ghostfim_settings)
+        elif system == "ghostfim-baseline":
+            if not args.baseline_server:
+                raise SystemExit("ghostfim-baseline needs --baseline-server 'CMD serve'")
+            command = shlex.split(args.baseline_server)
+            records, rss = await run_ghostfim(traces, args.model, args.ghostfim_settings, command)
         elif system == "naive":
             records, rss = await run_naive(traces, model_path)
         elif system == "llama-server":
@@ -477,6 +487,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default={},
         help="more ghostfim settings, as JSON: e.g. a remote backend "
         '\'{"backend": "llama-server", "backendUrl": "http://gpu-box:8080"}\'',
+    )
+    parser.add_argument(
+        "--baseline-server",
+        default="",
+        help="the system ghostfim-baseline: another ghostfim server's command, e.g. an older "
+        "checkout's '/tmp/base/.venv/bin/ghostfim serve', replayed side by side in this run",
     )
     args = parser.parse_args(argv)
     report = asyncio.run(main_async(args))
