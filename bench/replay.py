@@ -176,6 +176,7 @@ async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Re
             rec["prompt_tokens"] = p["newTokens"] if p["source"] == "model" else None
             rec["reused_tokens"] = p["reusedTokens"] if p["source"] == "model" else None
             rec["generated_tokens"] = p["generatedTokens"]
+            rec["suffix_cut"] = p.get("suffixCut") if p["source"] == "model" else None
 
     def show(rec: Record, text: str, at: float) -> None:
         if rec["_closed"]:

@@ -159,7 +159,7 @@ def default_sources() -> list[tuple[str, Path]]:
         ("javascript", "/usr/lib/node_modules/npm/lib/commands/install.js"),
         ("javascript", "/usr/lib/node_modules/npm/lib/utils/*.js"),
         ("lua", "/usr/share/nvim/runtime/lua/vim/shared.lua"),
-        ("cpp", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/src/llama-sampling.cpp")),
+        ("cpp", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/src/llama-sampler.cpp")),
         ("c", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/ggml/src/ggml-alloc.c")),
     ]
     found: list[tuple[str, Path]] = []

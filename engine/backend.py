@@ -137,6 +137,14 @@ class CompletionBackend(Protocol):
         thread, between requests)."""
         ...
 
+    def forget_document(self, doc_id: str) -> None:
+        """A document was closed: what is kept for it (KV snapshots) can go."""
+        ...
+
+    def kv_status(self) -> dict[str, object] | None:
+        """What the backend keeps of its KV cache, for ghostfim/status (None: nothing)."""
+        ...
+
     def close(self) -> None: ...
 
 

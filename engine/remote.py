@@ -409,6 +409,12 @@ class RemoteBackend:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
 
+    def forget_document(self, doc_id: str) -> None:
+        del doc_id  # the server keeps no state of ours per document
+
+    def kv_status(self) -> dict[str, object] | None:
+        return None
+
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
         return None  # the server's speed is its own: requests keep the automatic deadline
 

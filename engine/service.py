@@ -276,7 +276,7 @@ class CompletionService:
             "switchingTo": self.switcher.switching_label,
             "loading": None if loading is None else {"label": loading[0], "percentage": loading[1]},
             "context": self.context.status(),
-            "kv": _kv_status(session),
+            "kv": session.kv_status() if session else None,
             "latency": self.latency.summary(),
             "recent": list(self.latency.recent),
             "work": None
@@ -338,9 +338,10 @@ class CompletionService:
             record.newer.set()  # a request held for it is not wanted any more
         self.context.closed(doc_id)
         session = self.session
-        forget = getattr(session, "forget_document", None)
-        if forget is not None:
-            self.worker.submit(lambda _cancel: forget(doc_id), Priority.WARMUP, "forget")
+        if session is not None:
+            self.worker.submit(
+                lambda _cancel: session.forget_document(doc_id), Priority.WARMUP, "forget"
+            )
 
     # --- context from other files (engine/context_feed.py) -------------------------------------
     def set_workspace_roots(self, roots: list[str]) -> None:
@@ -767,10 +768,3 @@ def _typed_into(state: CursorState, suggestion: Suggestion, text: str, typed: st
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], text: str) -> None:
     """Hand streamed text to the event loop (from the model thread)."""
     loop.call_soon_threadsafe(fn, text)
-
-
-def _kv_status(session: CompletionBackend | None) -> dict[str, Any] | None:
-    """The local model's KV snapshots (engine/kvslots.py); None for other backends."""
-    slots = getattr(session, "slots", None)
-    status = getattr(slots, "status", None)
-    return status() if callable(status) else None

@@ -613,6 +613,9 @@ class ModelSession:
         with self._lock:
             self.slots.forget(doc_id)
 
+    def kv_status(self) -> dict[str, object] | None:
+        return self.slots.status()
+
 
 def _template_of(model: native.NativeModel) -> FimTemplate:
     ids = native.special_token_ids(model)

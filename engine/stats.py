@@ -69,6 +69,8 @@ def stats_payload(
         "generatedTokens": t.decode_tokens if t else 0,
         "networkMs": round(t.network_ms, 2) if t else 0.0,
         "extraTokens": t.extra_tokens if t else 0,
+        # The prompt held less suffix than a full prompt (a CPU keystroke's plain prefix).
+        "suffixCut": bool(completion.suffix_cut) if completion is not None else False,
         "model": model,
     }
 

@@ -94,6 +94,11 @@ class FakeBackend:
     ) -> None:
         self.budgets.append((prefix_tokens, suffix_tokens, keystroke_ms))
 
+    def forget_document(self, doc_id: str) -> None: ...
+
+    def kv_status(self) -> dict[str, object] | None:
+        return None
+
     def close(self) -> None:
         self.closed = True
 

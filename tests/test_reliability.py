@@ -804,6 +804,11 @@ class _Backend:
 
     def set_budgets(self, prefix: int, suffix: int, keystroke_ms: float, snap: int) -> None: ...
 
+    def forget_document(self, doc_id: str) -> None: ...
+
+    def kv_status(self) -> None:
+        return None
+
     def close(self) -> None:
         self.log.append(f"close {self.info.name}")
 

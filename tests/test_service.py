@@ -36,7 +36,7 @@ async def cleanup() -> AsyncIterator[list[CompletionService]]:
 
 async def settle(service: CompletionService) -> None:
     """Until the worker is idle and no follow-up is pending."""
-    for _ in range(400):
+    for _ in range(2000):
         await asyncio.sleep(0.01)
         if service.worker.running is None and not service._background_tasks:
             return
@@ -88,13 +88,13 @@ async def test_a_newer_request_supersedes_and_cancels_the_older(cleanup: list) -
 
 async def test_automatic_answer_at_first_text_then_streams_ghost_text(cleanup: list) -> None:
     text = "width * height * depth * scale"
-    backend = FakeBackend(script=lambda r: text, piece_chars=3, piece_s=0.03)
+    backend = FakeBackend(script=lambda r: text, piece_chars=3, piece_s=0.15)
     service, events = await serving(backend)
     cleanup.append(service)
     started = time.perf_counter()
     answer = await service.complete(cursor(DOC))
     assert answer.source == "model" and 0 < len(answer.text) < len(text)
-    assert time.perf_counter() - started < 0.25  # not after the whole generation
+    assert time.perf_counter() - started < 1.0  # not after the whole generation (1.5 s)
     await settle(service)
     shown = [t for _, t, _ in events.ghost]
     assert shown[-1] == text and events.ghost[-1][2] is True  # done
@@ -110,7 +110,7 @@ async def test_a_cut_suffix_is_refreshed_with_the_full_prompt_at_a_pause(cleanup
     service, events = await serving(backend)
     cleanup.append(service)
     answer = await service.complete(cursor(DOC))
-    assert answer.text.startswith("keystroke")
+    assert answer.text and "keystroke answer".startswith(answer.text)  # answered early
     await asyncio.sleep(0.6)  # a pause (PAUSE_REFRESH_S)
     await settle(service)
     refresh = [r for r in backend.requests if r.mode == "full"]
@@ -184,13 +184,13 @@ async def test_requests_while_loading_are_held_and_answered(cleanup: list) -> No
     older = asyncio.ensure_future(service.complete(cursor(DOC + "w", doc_id="a")))
     await asyncio.sleep(0.05)
     newest = asyncio.ensure_future(service.complete(cursor(DOC + "wi", doc_id="a", version=2)))
-    assert (await asyncio.wait_for(older, 1)).reason == "superseded"  # not held
+    assert (await asyncio.wait_for(older, 5)).reason == "superseded"  # not held
     await asyncio.sleep(0.2)
     assert not explicit.done() and not newest.done() and service.status()["state"] == "loading"
     release.set()
     assert await load
-    assert (await asyncio.wait_for(explicit, 5)).text == "width * height"
-    assert (await asyncio.wait_for(newest, 5)).text.startswith("width")
+    assert (await asyncio.wait_for(explicit, 20)).text == "width * height"
+    assert (await asyncio.wait_for(newest, 20)).text.startswith("width")
 
 
 async def test_a_failed_first_load_releases_held_requests(cleanup: list) -> None:
@@ -215,7 +215,7 @@ async def test_a_switch_reruns_the_request_it_cancelled(cleanup: list) -> None:
     request = asyncio.ensure_future(service.complete(cursor(DOC), explicit=True))
     await asyncio.sleep(0.1)  # generating on the old backend
     assert await service.load_backend("new", lambda: new, key="new")
-    answer = await asyncio.wait_for(request, 5)
+    answer = await asyncio.wait_for(request, 20)
     assert answer.text == "new answer" and old.closed
 
 

@@ -5,9 +5,9 @@
 #   .gpu/wheels/       ghostfim itself (built from this working tree) and its pure-Python
 #                      dependencies, pinned to the versions .venv has (the traces type two of
 #                      their files, so the same versions give the same traces)
-#   .gpu/llama-cuda/   the CUDA wheel of llama-cpp-python if `GHOSTFIM_CUDA=1 make setup` built
-#                      one here and it is under 60 MB (run.sh then installs instead of building),
-#                      else llama-cpp-python's sources trimmed to what a CUDA build needs
+#   .gpu/llama-cuda/   the CUDA build of llama-cpp-python if `GHOSTFIM_CUDA=1 make setup` made
+#                      one here (its llama_cpp package, each library once: ~43 MB; run.sh then
+#                      unpacks instead of building), else its sources trimmed for a CUDA build
 #   .gpu/tokenizer.gguf  the small model's tokenizer, for the same-shape random-weight model
 #   .gpu/traces.tar    the replay's source files that the GPU image may not have
 #   .gpu/stamp         the hash of the sources the ghostfim wheel was built from
@@ -37,19 +37,52 @@ pins=$("$VENV_PY" -m pip freeze 2>/dev/null |
     --implementation cp --platform manylinux2014_x86_64 -d "$OUT/wheels" $pins 2>&1 |
     grep -v '^WARNING: Location' || true
 
-# 3. llama-cpp-python: the CUDA wheel built here, or the sources.
+# 3. llama-cpp-python: the CUDA build made here, or the sources. pip's wheel stores each library
+#    six times (two install folders x three names; zip has no symlinks): 264 MB for sm_90. The
+#    llama_cpp package with each library once and the other names as symlinks is ~43 MB as .tar.gz.
 wheel=""
 if [ -x "$CUDA_VENV/bin/python" ]; then
     wdir=$(GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/build_flags.py --wheel-dir || true)
     wheel=$(ls "$wdir"/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
 fi
-if [ -n "$wheel" ] && [ "$(stat -c %s "$wheel")" -lt $((MAX_WHEEL_MB * 1000 * 1000)) ]; then
-    cp "$wheel" "$OUT/llama-cuda/"
+pkg=$OUT/llama-cuda/llama_cpp-cuda.tar.gz
+if [ -n "$wheel" ]; then
+    "$VENV_PY" - "$wheel" "$pkg" <<'PY'
+import sys, tarfile, zipfile
+from pathlib import PurePosixPath
+
+wheel, out = sys.argv[1:3]
+with zipfile.ZipFile(wheel) as z, tarfile.open(out, "w:gz", compresslevel=6) as tar:
+    infos = [i for i in z.infolist() if i.filename.startswith("llama_cpp/") and not i.is_dir()]
+    # libfoo.so, libfoo.so.0, libfoo.so.0.25.3: one file (the longest name), two symlinks.
+    real: dict[str, zipfile.ZipInfo] = {}
+    for i in infos:
+        if ".so" in i.filename:
+            stem = i.filename.split(".so")[0]
+            if stem not in real or len(i.filename) > len(real[stem].filename):
+                real[stem] = i
+    for i in infos:
+        t = tarfile.TarInfo(i.filename)
+        t.mode = 0o755 if ".so" in i.filename else 0o644
+        target = real.get(i.filename.split(".so")[0]) if ".so" in i.filename else None
+        if target is not None and target is not i:
+            if (target.CRC, target.file_size) != (i.CRC, i.file_size):
+                raise SystemExit(f"{i.filename} differs from {target.filename}")
+            t.type, t.linkname = tarfile.SYMTYPE, PurePosixPath(target.filename).name
+            tar.addfile(t)
+        else:
+            t.size = i.file_size
+            with z.open(i) as f:
+                tar.addfile(t, f)
+PY
+fi
+if [ -n "$wheel" ] && [ "$(stat -c %s "$pkg")" -lt $((MAX_WHEEL_MB * 1000 * 1000)) ]; then
     # The CPU features it was compiled for: run.sh builds instead if the GPU host lacks one.
     GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/build_flags.py > "$OUT/llama-cuda/cmake-args"
-    echo "prepare.sh: carrying $(basename "$wheel") ($(du -m "$wheel" | cut -f1) MB)"
+    echo "prepare.sh: carrying the CUDA build of $(basename "$wheel") ($(du -m "$wheel" |
+        cut -f1) MB as a wheel) as $pkg ($(du -m "$pkg" | cut -f1) MB)"
 else
-    [ -n "$wheel" ] && echo "prepare.sh: $wheel is over $MAX_WHEEL_MB MB: carrying sources"
+    [ -z "$wheel" ] || { echo "prepare.sh: $pkg is over $MAX_WHEEL_MB MB: carrying sources"; rm -f "$pkg"; }
     SDIST=$HOME/.cache/ghostfim/bench/llama_cpp_python-0.3.36.tar.gz
     [ -f "$SDIST" ] || "$VENV_PY" -m pip download -q --no-deps --no-binary llama-cpp-python \
         llama-cpp-python==0.3.36 -d "$HOME/.cache/ghostfim/bench"
@@ -98,7 +131,9 @@ print(f"prepare.sh: {len(names)} trace sources in {sys.argv[1]}: {names}", file=
 PY
 
 # What one device call carries: the working tree git would send plus .gpu/.
-tree=$(git ls-files -z -co --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+# (files git lists may be gone from the tree while others edit it: count what exists)
+tree=$(git ls-files -z -co --exclude-standard | "$VENV_PY" -c \
+    'import os, sys; print(sum(os.path.getsize(p) for p in sys.stdin.read().split("\0") if os.path.isfile(p)))')
 gpu=$(du -sb "$OUT" | cut -f1)
 echo "prepare.sh: .gpu/ $((gpu / 1048576)) MiB + working tree $((tree / 1048576)) MiB" \
     "= $(((gpu + tree) / 1048576)) MiB of the 64 MiB a device call may carry"

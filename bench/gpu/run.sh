@@ -4,9 +4,9 @@
 #     bash bench/gpu/run.sh
 # Rehearsal on a CPU (no CUDA device; the GPU policy forced with GHOSTFIM_PREFILL_COST):
 #     bash bench/gpu/run.sh --cpu --files 1 --lines 2
-# Steps: install ghostfim and its dependencies from .gpu/wheels; llama-cpp-python from the
-# carried CUDA wheel (or built from the carried sources for sm_90 when there is none or the host
-# CPU lacks a feature it was compiled for); a Qwen2.5-Coder-1.5B Q8_0 GGUF with the real shapes
+# Steps: install ghostfim and its dependencies from .gpu/wheels; llama-cpp-python unpacked from
+# the carried CUDA build (if the host CPU has every feature it was compiled for), or built for
+# sm_90 from the carried sources when no build was carried; a Qwen2.5-Coder-1.5B Q8_0 GGUF with the real shapes
 # and tokenizer but RANDOM WEIGHTS (timing only: it says nothing about quality); the replay,
 # ghostfim only, every layer on the GPU; the table; bench/gpu/check.py against the targets.
 # Results go to $OUT (the device tool's folder that comes back) or /tmp/ghostfim-gpu-out.
@@ -57,16 +57,16 @@ fi
 export PYTHONPATH=$SITE
 
 # 2. llama-cpp-python with CUDA.
-wheel=$(ls .gpu/llama-cuda/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
+pkg=.gpu/llama-cuda/llama_cpp-cuda.tar.gz
 missing=""
-if [ -n "$wheel" ]; then
+if [ -f "$pkg" ]; then
     missing=$($PY engine/build_flags.py --missing-cpu-flags "$(cat .gpu/llama-cuda/cmake-args)")
-    [ -z "$missing" ] || echo "run.sh: this CPU lacks $missing, which the carried wheel uses"
+    [ -z "$missing" ] || echo "run.sh: this CPU lacks $missing, which the carried build uses"
 fi
-if [ -n "$wheel" ] && [ -z "$missing" ]; then
-    step "install the carried $(basename "$wheel")"
-    pip_target "$wheel"
-elif [ $CPU = 0 ]; then
+if [ -f "$pkg" ] && [ -z "$missing" ]; then
+    step "unpack the carried CUDA build of llama-cpp-python"
+    tar -xzf "$pkg" -C "$SITE"
+elif [ $CPU = 0 ] && [ -f .gpu/llama-cuda/llama-cpp-python-src.tar.gz ]; then
     step "build llama-cpp-python with CUDA (sm_90) from the carried sources"
     src=$WORK/llama-src && rm -rf "$src" && mkdir -p "$src"
     tar -xzf .gpu/llama-cuda/llama-cpp-python-src.tar.gz -C "$src"
@@ -75,10 +75,14 @@ elif [ $CPU = 0 ]; then
     # nvcc, cmake, ninja and scikit-build-core are in the image; cuBLAS is its nvidia-cublas.
     CMAKE_ARGS=$CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip install -q \
         --no-build-isolation --no-deps --no-index --target "$SITE" "$src/llama_cpp_python-0.3.36"
-else
-    step "no carried wheel: using the llama-cpp-python that $PY has"
 fi
-# The wheel's RPATH names the build machine's cuBLAS; here it is in the Python's nvidia wheels.
+if [ $CPU = 1 ] && [ ! -d "$SITE/llama_cpp" ]; then
+    step "no carried CUDA build: using the llama-cpp-python that $PY has"
+elif [ ! -d "$SITE/llama_cpp" ]; then
+    echo "run.sh: no usable llama-cpp-python (carried build unusable here and no sources)" >&2
+    exit 1
+fi
+# The build's RUNPATH names the build machine's cuBLAS; here it is in the Python's nvidia wheels.
 nvlib=$($PY - <<'PY'
 import sys
 from pathlib import Path
