@@ -208,14 +208,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> int:
+def load_traces(seed: int) -> list[Trace]:
+    """A trace (its first line) of each of the first three real source files found here."""
     traces = []
     for language, path in default_sources():
-        trace = make_trace(path, language, lines_per_file=1, seed=args.seed)
+        trace = make_trace(path, language, lines_per_file=1, seed=seed)
         if trace is not None:
             traces.append(trace)
         if len(traces) == 3:
             break
+    return traces
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    traces = load_traces(args.seed)
     if len(traces) < 3:
         print("need three source files (bench/traces.py default_sources)", file=sys.stderr)
         return 2
