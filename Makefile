@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ghostfim-setup
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint vscode clean
+.PHONY: setup demo test lint vsix e2e clean
 
 setup: $(STAMP)
 
@@ -51,6 +51,21 @@ lint: setup
 	ln -sfn ../../../engine build/mypy-src/ghostfim/engine
 	ln -sfn ../../../lsp build/mypy-src/ghostfim/lsp
 	$(BIN)/mypy
+
+# The VS Code extension, packaged: editors/vscode/ghostfim-<version>.vsix (npm ci once per lock).
+VSCODE := editors/vscode
+vsix: $(VSCODE)/node_modules/.package-lock.json
+	cd $(VSCODE) && npm run package
+
+$(VSCODE)/node_modules/.package-lock.json: $(VSCODE)/package-lock.json
+	cd $(VSCODE) && npm ci --no-audit --no-fund
+
+# The packaged extension inside a real VS Code (code-server + headless Chromium). Installs
+# code-server, Node 24 and Playwright into ~/.cache/ghostfim/e2e the first time (see
+# tests/e2e/vscode/setup.sh); E2E_ARGS go to tests/e2e/vscode/e2e.py (--help).
+E2E_ARGS ?=
+e2e: setup vsix
+	bash tests/e2e/vscode/run.sh $(E2E_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -24,7 +24,7 @@ import {
 import { type LaunchResolution, resolveServerLaunch } from './launch';
 import { RestartBudget } from './restartPolicy';
 import type { ExecutableSearch } from './serverPath';
-import { SECTION, type ServerSettings, serverEnable, toServerSettings } from './settings';
+import { languageEnabled, SECTION, type ServerSettings, serverEnable, toServerSettings } from './settings';
 
 export const CLIENT_ID = 'ghostfim';
 const CLIENT_NAME = 'ghostfim';
@@ -32,10 +32,18 @@ const CLIENT_NAME = 'ghostfim';
 /** Only real files and unsaved buffers: other schemes have no text worth completing here. */
 export const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }];
 
+/** Whether suggestions are on for this document (its language's value; prose is off by default). */
+export function enabledFor(document: vscode.TextDocument | undefined): boolean {
+  const config = vscode.workspace.getConfiguration(SECTION, document);
+  // No text editor (the Settings editor, say): on if any language is on.
+  if (document === undefined) return currentServerSettings().enable !== false;
+  return languageEnabled(document.languageId, config.get('enable'), config.inspect('enable'));
+}
+
 /** The settings object the server reads, from the current `ghostfim` section. */
 export function currentServerSettings(): ServerSettings {
   const config = vscode.workspace.getConfiguration(SECTION);
-  // Languages with a value of their own, defaults included (prose is off by default).
+  // Languages with a value of their own.
   const languages = config.inspect('enable')?.languageIds ?? [];
   const enable = serverEnable(
     config.get('enable'),

@@ -1,6 +1,7 @@
 // The commands in the palette: switch model size, toggle, show status, restart server.
 
 import * as vscode from 'vscode';
+import { enabledFor } from './client';
 import type { CompletionStats } from './protocol';
 import type { ServerController } from './serverController';
 import {
@@ -72,8 +73,8 @@ export async function switchModelSize(): Promise<void> {
 export async function toggle(): Promise<void> {
   const document = vscode.window.activeTextEditor?.document;
   const config = vscode.workspace.getConfiguration(SECTION, document);
-  const enabled = config.get<boolean>('enable', true);
-  const write = toggleWriteFor(config.inspect('enable'));
+  const enabled = enabledFor(document);
+  const write = toggleWriteFor(config.inspect('enable'), document?.languageId);
   await config.update('enable', !enabled, TARGETS[write.target], write.inLanguage);
   if (enabled) await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
   const where = write.inLanguage && document !== undefined ? ` for ${document.languageId}` : '';
@@ -95,9 +96,7 @@ export async function showStatus(
   log: vscode.LogOutputChannel,
 ): Promise<void> {
   const status = (await server.refreshStatus()) ?? statusBar.serverStatus;
-  const enabled = vscode.workspace
-    .getConfiguration(SECTION, vscode.window.activeTextEditor?.document)
-    .get<boolean>('enable', true);
+  const enabled = enabledFor(vscode.window.activeTextEditor?.document);
   const separator = (label: string): StatusItem => ({ label, kind: vscode.QuickPickItemKind.Separator });
 
   const items: StatusItem[] = [separator('Server')];

@@ -1,9 +1,10 @@
 // Growing ghost text. The server answers textDocument/inlineCompletion early and keeps sending the
-// whole, longer suggestion in `ghostfim/ghostText` notifications. VS Code has no API to push new
-// text into a visible inline suggestion, so the extension keeps the latest notification for the
-// editor's current (uri, version, cursor) here, asks VS Code to re-query the provider, and the
-// provider answers from this store instead of sending a new request (a new request would
-// supersede the one still generating). No `vscode` import: the rules are unit-tested.
+// whole, longer suggestion in `ghostfim/ghostText` notifications. VS Code has no stable API to
+// push new text into a visible inline suggestion, so the extension keeps the latest notification
+// for the editor's current (uri, version, cursor) here, asks VS Code to re-query the provider,
+// and the provider answers from this store instead of sending a new request (a new request would
+// supersede the one still generating). VS Code re-queries a state once (GhostTextSync), so that
+// answer waits for the generation to finish (whenDone). No `vscode` import: unit-tested.
 
 import type { GhostTextParams, Position } from './protocol';
 
@@ -79,6 +80,7 @@ function stateKey(state: EditorState): string {
  */
 export class GhostTextStore {
   private readonly latest = new Map<string, GhostTextParams>();
+  private readonly listeners = new Set<() => void>();
   /** Per document: the state at which the user dismissed the suggestion (Escape). */
   private readonly dismissed = new Map<string, string>();
 
@@ -99,10 +101,21 @@ export class GhostTextStore {
     // A late notification of an older request never replaces a newer one's text.
     if (!exact && previous !== undefined && previous.version > update.version) return 'stale';
     this.latest.set(update.uri, update);
+    this.changed();
     if (previous !== undefined && sameState(previous, update) && previous.insertText === update.insertText) {
       return 'unchanged';
     }
     return 'show';
+  }
+
+  /** Calls `listener` after every change; returns the function that removes it. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(): void {
+    for (const listener of [...this.listeners]) listener();
   }
 
   /** The stored suggestion for exactly this state, if any (and not dismissed). */
@@ -131,21 +144,65 @@ export class GhostTextStore {
   dismiss(state: EditorState): void {
     this.dismissed.set(state.uri, stateKey(state));
     this.latest.delete(state.uri);
+    this.changed();
   }
 
   forgetDocument(uri: string): void {
     this.latest.delete(uri);
     this.dismissed.delete(uri);
+    this.changed();
   }
 
   clear(): void {
     this.latest.clear();
     this.dismissed.clear();
+    this.changed();
   }
 
   get size(): number {
     return this.latest.size;
   }
+}
+
+/** What whenDone needs of a cancellation token (VS Code's fits). */
+export interface Cancellation {
+  isCancellationRequested: boolean;
+  onCancellationRequested(listener: () => void): { dispose(): void };
+}
+
+/**
+ * The stored suggestion for `state` once its generation is done, for the one re-query VS Code
+ * allows per state (see GhostTextSync). Resolves early with what is there when `timeoutMs`
+ * passes, with undefined when the suggestion goes away (dismissed, replaced by a newer
+ * state's) or the token is cancelled (the user typed on).
+ */
+export function whenDone(
+  store: GhostTextStore,
+  state: EditorState,
+  token: Cancellation,
+  timeoutMs: number,
+): Promise<StoredMatch | undefined> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const cleanups: (() => void)[] = [];
+    const finish = (result: StoredMatch | undefined): void => {
+      if (settled) return;
+      settled = true;
+      for (const cleanup of cleanups) cleanup();
+      resolve(result);
+    };
+    const check = (): void => {
+      if (token.isCancellationRequested) return finish(undefined);
+      const match = store.match(state);
+      if (match === undefined || match.entry.done) finish(match);
+    };
+    cleanups.push(store.onChange(check));
+    const subscription = token.onCancellationRequested(() => finish(undefined));
+    cleanups.push(() => subscription.dispose());
+    const timer = setTimeout(() => finish(store.match(state)), timeoutMs);
+    cleanups.push(() => clearTimeout(timer));
+    check();
+  });
 }
 
 /**

@@ -4,10 +4,10 @@
 
 import * as vscode from 'vscode';
 import { InlineCompletionRequest, type LanguageClient, LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
-import { preferGrownText } from './ghostText';
-import { editorStateOf, type GhostTextSync } from './ghostTextSync';
+import { enabledFor } from './client';
+import { preferGrownText, whenDone } from './ghostText';
+import { editorStateOf, type GhostTextSync, REQUERY_WAIT_MS } from './ghostTextSync';
 import { inlineCompletionParams, placeSuggestion, type Suggestion, suggestionsFromResult } from './inlineResult';
-import { SECTION } from './settings';
 
 function isCancellation(error: unknown): boolean {
   return (
@@ -31,7 +31,7 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
   ): Promise<vscode.InlineCompletionItem[] | undefined> {
     // The per-language gate lives here, the server knows no languages: it is told `enable: true`
     // while any language is on (serverEnable in settings.ts), and this decides per document.
-    if (!vscode.workspace.getConfiguration(SECTION, document).get<boolean>('enable', true)) return undefined;
+    if (!enabledFor(document)) return undefined;
     const client = this.getClient();
     // sendRequest would start a stopped client; a server that is down stays down until restarted.
     if (client === undefined || !client.isRunning()) return undefined;
@@ -43,9 +43,15 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     // the stored text only for the very state it was made for; our own re-query (an explicit
     // trigger) also for a state the user typed on to, shown over the typed characters.
     const selected = context.selectedCompletionInfo;
+    const requery = context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke && this.ghostText.isRequeryOf(state);
     if (selected === undefined) {
-      const stored = this.ghostText.store.match(state);
-      if (stored !== undefined && (stored.typed === '' || context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke)) {
+      let stored = this.ghostText.store.match(state);
+      if (stored !== undefined && requery) {
+        // The one re-query VS Code makes of this state: answer with the whole suggestion.
+        stored = await whenDone(this.ghostText.store, state, token, REQUERY_WAIT_MS);
+        if (token.isCancellationRequested) return undefined;
+      }
+      if (stored !== undefined && (stored.typed === '' || requery)) {
         if (stored.entry.insertText === '') return undefined;
         const item = this.toItem(
           { text: stored.entry.insertText, isSnippet: false, range: { start: stored.entry.position, end: stored.entry.position } },
@@ -53,9 +59,13 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
           position,
           lineText,
         );
-        return item === undefined ? undefined : [item];
+        if (item === undefined) return undefined;
+        if (requery) this.ghostText.noteRequeryAnswered(state);
+        return [item];
       }
     }
+    // Our re-query found its suggestion gone (dismissed, replaced): nothing to show.
+    if (requery) return undefined;
 
     const params = inlineCompletionParams(
       state.uri,
@@ -91,7 +101,9 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
       const item = this.toItem(shown, position, this.cursorIn(document) ?? position, current);
       if (item !== undefined) items.push(item);
     });
-    return items.length > 0 ? items : undefined;
+    if (items.length === 0) return undefined;
+    this.ghostText.noteAnswered(state);
+    return items;
   }
 
   /** The focused editor's cursor in this document, if it has a single empty selection. */

@@ -105,6 +105,28 @@ export function serverEnable(resolved: unknown, languageValues: readonly unknown
   return resolved !== false || languageValues.some((value) => value === true);
 }
 
+/**
+ * Prose languages: off unless the user gives the language a value of its own, as the Neovim
+ * plugin leaves prose out (a code model's suggestions there are noise). Not declared with
+ * `configurationDefaults`: in a remote window (code-server) that contribution made VS Code drop
+ * the extension's machine-scoped user settings (`serverPath`), seen in tests/e2e/vscode.
+ */
+export const PROSE_LANGUAGES: readonly string[] = ['markdown', 'plaintext', 'gitcommit', 'git-rebase'];
+
+/**
+ * Whether suggestions are on for a document: `resolved` is `ghostfim.enable` read for the
+ * document (VS Code applies its language's value), `scopes` the same setting's inspect result
+ * for that language. A prose language without a value of its own is off.
+ */
+export function languageEnabled(languageId: string, resolved: unknown, scopes: LanguageSettingScopes | undefined): boolean {
+  const own =
+    scopes?.workspaceFolderLanguageValue !== undefined ||
+    scopes?.workspaceLanguageValue !== undefined ||
+    scopes?.globalLanguageValue !== undefined;
+  if (!own && PROSE_LANGUAGES.includes(languageId)) return false;
+  return resolved !== false;
+}
+
 /** Where a setting currently has a value, as reported by WorkspaceConfiguration.inspect. */
 export interface SettingScopes {
   workspaceFolderValue?: unknown;
@@ -129,16 +151,17 @@ export interface ToggleWrite {
 
 /**
  * Toggle acts on what the user sees in the focused editor. When its language has a value of its
- * own (set by the user, or the extension's default that leaves prose out), a global write would
- * be shadowed by it, so the language's value is flipped, where it lives (a default language value
- * is overridden in the user settings). Otherwise the plain value is, as writeTargetFor says.
+ * own, a global write would be shadowed by it, so the language's value is flipped, where it
+ * lives; a prose language (off by default) gets a value of its own in the user settings.
+ * Otherwise the plain value is, as writeTargetFor says.
  */
-export function toggleWriteFor(scopes: LanguageSettingScopes | undefined): ToggleWrite {
+export function toggleWriteFor(scopes: LanguageSettingScopes | undefined, languageId?: string): ToggleWrite {
   if (scopes?.workspaceFolderLanguageValue !== undefined) return { target: 'workspaceFolder', inLanguage: true };
   if (scopes?.workspaceLanguageValue !== undefined) return { target: 'workspace', inLanguage: true };
   if (scopes?.globalLanguageValue !== undefined || scopes?.defaultLanguageValue !== undefined) {
     return { target: 'global', inLanguage: true };
   }
+  if (languageId !== undefined && PROSE_LANGUAGES.includes(languageId)) return { target: 'global', inLanguage: true };
   return { target: writeTargetFor(scopes), inLanguage: false };
 }
 

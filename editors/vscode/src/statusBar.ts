@@ -2,6 +2,7 @@
 // status.ts. Clicking it runs "ghostfim: Show status".
 
 import * as vscode from 'vscode';
+import { enabledFor } from './client';
 import type { CompletionStats, ServerStatus } from './protocol';
 import { AUTO_MODEL_SIZE, SECTION } from './settings';
 import {
@@ -80,7 +81,7 @@ export class StatusBar implements vscode.Disposable {
     const document = vscode.window.activeTextEditor?.document;
     const progress = [...this.progress.values()].pop();
     const input: StatusBarInput = {
-      enabled: vscode.workspace.getConfiguration(SECTION, document).get<boolean>('enable', true),
+      enabled: enabledFor(document),
       phase: this.phase,
       server: this.server,
       progress,

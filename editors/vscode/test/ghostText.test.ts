@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CoalescingRunner, type EditorState, GhostTextStore, preferGrownText, sameState, typedSince } from '../src/ghostText';
+import {
+  type Cancellation,
+  CoalescingRunner,
+  type EditorState,
+  GhostTextStore,
+  preferGrownText,
+  sameState,
+  typedSince,
+  whenDone,
+} from '../src/ghostText';
 import type { GhostTextParams } from '../src/protocol';
 
 const editor: EditorState = { uri: 'file:///a.py', version: 7, position: { line: 3, character: 8 } };
@@ -116,6 +125,50 @@ describe('typed-through growth', () => {
     other.record(update('rn a'), typedOn, true);
     other.dismiss(editor);
     assert.equal(other.match(typedOn), undefined);
+  });
+});
+
+describe('whenDone', () => {
+  function token(): Cancellation & { cancel(): void } {
+    const listeners: (() => void)[] = [];
+    const t = {
+      isCancellationRequested: false,
+      onCancellationRequested(listener: () => void) {
+        listeners.push(listener);
+        return { dispose: () => undefined };
+      },
+      cancel() {
+        t.isCancellationRequested = true;
+        for (const listener of listeners) listener();
+      },
+    };
+    return t;
+  }
+
+  it('waits for the last notification of the generation, then gives its whole text', async () => {
+    const store = new GhostTextStore();
+    store.record(update('"""'), editor);
+    const done = whenDone(store, editor, token(), 5000);
+    store.record(update('"""The median'), editor);
+    store.record(update('"""The median."""\n    return', { done: true }), editor);
+    assert.equal((await done)?.entry.insertText, '"""The median."""\n    return');
+  });
+
+  it('gives up when the user types on, dismisses, or the wait runs out', async () => {
+    const store = new GhostTextStore();
+    store.record(update('ret'), editor);
+    const cancelled = token();
+    const typing = whenDone(store, editor, cancelled, 5000);
+    cancelled.cancel();
+    assert.equal(await typing, undefined);
+
+    const dismissing = whenDone(store, editor, token(), 5000);
+    store.dismiss(editor);
+    assert.equal(await dismissing, undefined);
+
+    const other = new GhostTextStore();
+    other.record(update('ret'), editor);
+    assert.equal((await whenDone(other, editor, token(), 10))?.entry.insertText, 'ret');
   });
 });
 

@@ -185,8 +185,9 @@ describe('package.json contributions', () => {
   });
 });
 
-// lsp/settings.py is the source of truth of the server's settings: its `_KEYS` table names each
-// key's validator, e.g. `"maxTokens": ("max_tokens", _int_range(1, 1024)),`.
+// lsp/settings.py is the source of truth of the server's settings: its `KEYS` table names each
+// key's validator, e.g. `"maxTokens": ("max_tokens", IntRange(1, 1024)),`. (tests/test_settings_sync.py
+// checks the same from Python; this keeps `npm test` honest on its own.)
 const settingsPy = path.resolve(packageRoot, '..', '..', 'lsp', 'settings.py');
 
 interface ServerRule {
@@ -200,28 +201,23 @@ function pyNumber(text: string): number {
   return Number(text.replace(/_/g, ''));
 }
 
-/** The ranges in a validator call like `_int_range(16, 16_384)`, or in a named helper's body. */
 function serverRules(): ServerRule[] {
   const source = readFileSync(settingsPy, 'utf8');
-  const table = /_KEYS[^=]*=\s*\{([\s\S]*?)\n\}/.exec(source)?.[1];
-  assert.ok(table, 'lsp/settings.py has a _KEYS table');
+  const table = /^_?KEYS\b[^=]*=\s*\{([\s\S]*?)\n\}/m.exec(source)?.[1];
+  assert.ok(table, 'lsp/settings.py has a KEYS table');
   const rules: ServerRule[] = [];
-  for (const match of table.matchAll(/"([\w.]+)":\s*\("\w+",\s*(_\w+)(?:\(([^)]*)\))?\)/g)) {
+  for (const match of table.matchAll(/"([\w.]+)":\s*\("\w+",\s*(\w+)(?:\(([^)]*)\))?\)/g)) {
     const [, key, validator, args] = match;
-    let call = validator;
-    let callArgs = args;
-    if (callArgs === undefined) {
-      // A helper like `_debounce`: its body delegates to `_number_range(0, 2000)(v)`.
-      const body = new RegExp(`def ${validator}\\([^)]*\\)[^:]*:([\\s\\S]*?)(?=\\ndef |\\n[A-Z_]+\\s*[:=])`).exec(source)?.[1] ?? '';
-      const inner = /(_int_range|_number_range)\(([^)]*)\)/.exec(body);
-      if (inner !== null) [, call, callArgs] = inner;
-    }
-    const range = callArgs?.split(',').map((part) => pyNumber(part.trim()));
-    if (call === '_int_range' && range?.length === 2) rules.push({ key, kind: 'integer', min: range[0], max: range[1] });
-    else if (call === '_number_range' && range?.length === 2) rules.push({ key, kind: 'number', min: range[0], max: range[1] });
-    else if (call === '_bool') rules.push({ key, kind: 'boolean' });
-    else if (call === '_choice' || call === '_model_size') rules.push({ key, kind: 'choice' });
-    else if (call === '_str' || call === '_optional_str') rules.push({ key, kind: 'string' });
+    const range = (args ?? '')
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => /^-?[\d_.]+$/.test(part))
+      .map(pyNumber);
+    if (validator === 'IntRange' && range.length === 2) rules.push({ key, kind: 'integer', min: range[0], max: range[1] });
+    else if (validator === 'NumberRange' && range.length === 2) rules.push({ key, kind: 'number', min: range[0], max: range[1] });
+    else if (validator === '_bool') rules.push({ key, kind: 'boolean' });
+    else if (validator === '_choice' || validator === '_model_size') rules.push({ key, kind: 'choice' });
+    else if (validator === '_str' || validator === '_optional_str') rules.push({ key, kind: 'string' });
     else rules.push({ key, kind: 'other' });
   }
   return rules;
@@ -266,12 +262,11 @@ describe('editors/vscode/README.md', () => {
 });
 
 describe('language and machine scopes', () => {
-  it('leaves prose out by default, as the Neovim plugin does', () => {
-    const defaults = manifest.contributes.configurationDefaults ?? {};
-    for (const language of ['markdown', 'plaintext', 'gitcommit']) {
-      assert.equal(defaults[`[${language}]`]?.['ghostfim.enable'], false, `${language} is off by default`);
-    }
+  it('leaves prose out in the client, not with configurationDefaults', () => {
+    // configurationDefaults made code-server drop the machine-scoped user settings (settings.ts).
+    assert.equal(manifest.contributes.configurationDefaults, undefined);
     assert.equal(properties['ghostfim.enable']?.scope, 'language-overridable');
+    assert.match(properties['ghostfim.enable']?.markdownDescription ?? '', /Prose .* is off/);
   });
 
   it('keeps machine paths to the machine', () => {

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isModelSize, serverEnable, toggleWriteFor, toServerSettings, writeTargetFor } from '../src/settings';
+import {
+  isModelSize,
+  languageEnabled,
+  PROSE_LANGUAGES,
+  serverEnable,
+  toggleWriteFor,
+  toServerSettings,
+  writeTargetFor,
+} from '../src/settings';
 
 function reader(values: Record<string, unknown>): (key: string) => unknown {
   return (key) => values[key];
@@ -77,12 +85,35 @@ describe('toggleWriteFor', () => {
     assert.deepEqual(toggleWriteFor({ workspaceFolderLanguageValue: false }), { target: 'workspaceFolder', inLanguage: true });
   });
 
-  it("overrides the extension's default for a prose language in the user settings", () => {
-    assert.deepEqual(toggleWriteFor({ defaultLanguageValue: false }), { target: 'global', inLanguage: true });
+  it('gives a prose language (off by default) a value of its own in the user settings', () => {
+    assert.deepEqual(toggleWriteFor({}, 'markdown'), { target: 'global', inLanguage: true });
+    assert.deepEqual(toggleWriteFor({ workspaceLanguageValue: true }, 'markdown'), { target: 'workspace', inLanguage: true });
   });
 
   it('writes the plain setting when the language has no value of its own', () => {
     assert.deepEqual(toggleWriteFor({ workspaceValue: false }), { target: 'workspace', inLanguage: false });
     assert.deepEqual(toggleWriteFor(undefined), { target: 'global', inLanguage: false });
+  });
+});
+
+describe('languageEnabled', () => {
+  it('leaves prose out by default, as the Neovim plugin does', () => {
+    for (const language of ['markdown', 'plaintext', 'gitcommit']) {
+      assert.ok(PROSE_LANGUAGES.includes(language));
+      assert.equal(languageEnabled(language, true, {}), false, language);
+    }
+    assert.equal(languageEnabled('python', true, {}), true);
+  });
+
+  it("serves prose once the language has a value of its own, wherever it is set", () => {
+    assert.equal(languageEnabled('markdown', true, { globalLanguageValue: true }), true);
+    assert.equal(languageEnabled('markdown', true, { workspaceFolderLanguageValue: true }), true);
+  });
+
+  it("follows the resolved value, which holds the language's own", () => {
+    // Off globally, on for Python: VS Code resolves `true` for a Python document.
+    assert.equal(languageEnabled('python', true, { globalLanguageValue: true }), true);
+    assert.equal(languageEnabled('python', false, {}), false);
+    assert.equal(languageEnabled('rust', undefined, undefined), true);
   });
 });
