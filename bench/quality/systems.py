@@ -17,6 +17,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -66,9 +68,16 @@ class GhostfimSystem:
         self.status: dict[str, Any] = {}
 
     async def start(self) -> dict[str, Any]:
-        self.client = await LspProcess.start(
-            [sys.executable, "-m", "ghostfim.lsp.cli", "serve"], env=self.env
-        )
+        # GHOSTFIM_BENCH_SERVER runs another build's server on the same tasks (an older
+        # checkout's `.venv/bin/ghostfim serve`): the task set depends on the files this
+        # venv can see, so a side-by-side comparison runs one bench with two servers.
+        command = shlex.split(os.environ.get("GHOSTFIM_BENCH_SERVER", "")) or [
+            sys.executable,
+            "-m",
+            "ghostfim.lsp.cli",
+            "serve",
+        ]
+        self.client = await LspProcess.start(command, env=self.env)
         await self.client.initialize({**self.options, "postprocess": True})
         self.status = await self.client.wait_ready(timeout=600.0)
         if self.status.get("state") != "ready":
