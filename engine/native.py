@@ -66,7 +66,8 @@ def _log_to_python(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None
     message = text.decode("utf-8", errors="replace").rstrip()
     if not message:
         return
-    if "ret = 2" in message or "compute failed" in message or "failed with error" in message:
+    aborted = ("ret = 2", "compute failed", "failed with error", "failed to compute graph")
+    if any(part in message for part in aborted):
         level = 0  # a decode we aborted on purpose (a cancel): not an error
     log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
 

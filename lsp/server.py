@@ -321,8 +321,14 @@ class LspLogHandler(logging.Handler):
             self.loop.call_soon_threadsafe(self.server.window_log_message, params)
 
 
+def _drop_stale_cancels(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Cancel notification for unknown message id")
+
+
 def run_server(tcp: str | None = None, model: str | None = None) -> int:
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    # A cancel that crosses its answer (the client typed on as it arrived) is normal traffic.
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_drop_stale_cancels)
     server = build_server(model)
     root = logging.getLogger("ghostfim")
     root.handlers = [server.log_handler]
