@@ -56,6 +56,9 @@ class EngineConfig:
         return self.kv_snapshot_mb * 1024 * 1024
 
 
+DEFAULTS = EngineConfig()  # what the layers below take when they are not told otherwise
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """A backend's identity (hashable): what is opened, and the budgets it runs with."""
@@ -63,13 +66,13 @@ class BackendSpec:
     kind: BackendKind
     identity: str | None  # local: the model file (see loader.model_identity); remote: the URL
     model: str | None = field(default=None, compare=False)  # local: what the loader is asked
-    n_gpu_layers: int = -1
-    remote_model: str = ""
-    api_key_env: str = ""
-    timeout_ms: float = 5000.0
-    snapshot_bytes: int = 0
-    prefix_tokens: int = 768
-    suffix_tokens: int = 256
+    n_gpu_layers: int = DEFAULTS.n_gpu_layers
+    remote_model: str = DEFAULTS.backend_model
+    api_key_env: str = DEFAULTS.backend_api_key_env
+    timeout_ms: float = DEFAULTS.backend_timeout_ms
+    snapshot_bytes: int = 0  # remote backends keep none
+    prefix_tokens: int = DEFAULTS.prefix_tokens
+    suffix_tokens: int = DEFAULTS.suffix_tokens
 
     def same_backend(self, other: object) -> bool:
         """Whether other opens the same backend (only the budgets may differ: the prompt's

@@ -9,15 +9,15 @@ import subprocess
 from dataclasses import dataclass
 
 
-@functools.cache
-def cuda_gpu_name() -> str | None:
-    """The first NVIDIA GPU's name, or None (no driver, no GPU, or nvidia-smi missing)."""
+def _nvidia_smi_first(field: str) -> str | None:
+    """One `--query-gpu` field of the first NVIDIA GPU, or None (no driver, no GPU, or
+    nvidia-smi missing)."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=name", "--format=csv,noheader"],
+            [exe, f"--query-gpu={field}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=5,
@@ -25,12 +25,14 @@ def cuda_gpu_name() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    name = (
-        out.stdout.strip().splitlines()[0].strip()
-        if out.returncode == 0 and out.stdout.strip()
-        else ""
-    )
-    return name or None
+    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return (lines[0].strip() or None) if lines else None
+
+
+@functools.cache
+def cuda_gpu_name() -> str | None:
+    """The first NVIDIA GPU's name, or None."""
+    return _nvidia_smi_first("name")
 
 
 def build_supports_gpu() -> bool:
@@ -89,18 +91,5 @@ def cuda_archs(system_info: str) -> tuple[int, ...]:
 @functools.cache
 def cuda_gpu_compute_capability() -> int | None:
     """The first NVIDIA GPU's compute capability as CMake writes it (8.6 -> 86), or None."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.match(r"\s*(\d+)\.(\d+)", out.stdout) if out.returncode == 0 else None
+    m = re.match(r"(\d+)\.(\d+)", _nvidia_smi_first("compute_cap") or "")
     return int(m.group(1)) * 10 + int(m.group(2)) if m else None

@@ -30,6 +30,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ghostfim.engine.config import DEFAULTS
 from ghostfim.engine.prompt import common_prefix_len
 
 log = logging.getLogger("ghostfim.kvslots")
@@ -42,7 +43,6 @@ GENERATION_ROOM = 256 + 64
 MIN_USEFUL_REUSE = 8  # cached tokens a prompt must share with a slot to be written into it
 # A slot's window worth keeping when it is overwritten: less than this re-prefills in a moment.
 MIN_SNAPSHOT_TOKENS = 32
-DEFAULT_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 
 class SequenceStore(Protocol):
@@ -102,7 +102,7 @@ class _Slot:
 
 class KvSlots:
     def __init__(
-        self, store: SequenceStore, n_ctx: int, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES
+        self, store: SequenceStore, n_ctx: int, snapshot_bytes: int = DEFAULTS.snapshot_bytes
     ) -> None:
         self.store = store
         self.n_ctx = n_ctx

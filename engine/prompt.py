@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import xxhash
 from cachetools import LRUCache
 
+from ghostfim.engine.config import DEFAULTS
 from ghostfim.engine.fim import FimTemplate
 
 Tokenize = Callable[[str], list[int]]
@@ -82,8 +83,8 @@ class PromptBuilder:
         template: FimTemplate,
         *,
         piece: Callable[[int], bytes] | None = None,
-        prefix_tokens: int = 768,
-        suffix_tokens: int = 256,
+        prefix_tokens: int = DEFAULTS.prefix_tokens,
+        suffix_tokens: int = DEFAULTS.suffix_tokens,
     ) -> None:
         self.tokenize = tokenize
         self.template = template

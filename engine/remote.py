@@ -49,6 +49,7 @@ from ghostfim.engine.backend import (
     finish,
     stop_policy,
 )
+from ghostfim.engine.config import DEFAULTS
 from ghostfim.engine.fim import FimTemplate, Layout
 from ghostfim.engine.prompt import PromptBuilder
 from ghostfim.engine.stops import StopPolicy
@@ -96,9 +97,9 @@ class RemoteConfig:
     url: str = ""  # empty: the server's default port on 127.0.0.1
     model: str = ""  # empty: ask the server (llama-server, openai); required for ollama
     api_key_env: str = ""  # name of the environment variable holding the key (never the key)
-    timeout_ms: float = 5000.0
-    prefix_tokens: int = 768
-    suffix_tokens: int = 256
+    timeout_ms: float = DEFAULTS.backend_timeout_ms
+    prefix_tokens: int = DEFAULTS.prefix_tokens
+    suffix_tokens: int = DEFAULTS.suffix_tokens
 
     @property
     def base_url(self) -> str:
@@ -374,12 +375,7 @@ class RemoteBackend:
         self.prefill_chunks = 0  # requests sent
         self.server_model = config.model  # what the request's "model" field names
         self.identified = False
-        self.builder = PromptBuilder(
-            _approx_tokenize,
-            FimTemplate(family=self.fim.family, layout=self.fim.layout),
-            prefix_tokens=config.prefix_tokens,
-            suffix_tokens=config.suffix_tokens,
-        )
+        self.set_budgets(config.prefix_tokens, config.suffix_tokens, 0.0)
         self._loop = asyncio.new_event_loop()
         self._client: httpx.AsyncClient | None = None
         self._lock = threading.Lock()

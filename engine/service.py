@@ -737,8 +737,7 @@ class CompletionService:
         cancelled: bool,
     ) -> None:
         payload = stats_payload(
-            doc_id=state.doc_id,
-            version=state.version,
+            state,
             source=source,
             completion=completion,
             queue_ms=queue_ms,

@@ -40,10 +40,10 @@ from ghostfim.engine.backend import (
     finish,
     stop_policy,
 )
+from ghostfim.engine.config import DEFAULTS
 from ghostfim.engine.context import ExtraContextBuilder
 from ghostfim.engine.fim import FimTemplate, detect_template
 from ghostfim.engine.kvslots import (
-    DEFAULT_SNAPSHOT_BYTES,
     N_SLOTS,
     SLOT_FULL,
     KvSlots,
@@ -113,10 +113,10 @@ class ModelSession:
         model: native.NativeModel,
         info: ModelInfo,
         *,
-        prefix_tokens: int = 768,
-        suffix_tokens: int = 256,
-        keystroke_prefill_ms: float = 80.0,
-        snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
+        prefix_tokens: int = DEFAULTS.prefix_tokens,
+        suffix_tokens: int = DEFAULTS.suffix_tokens,
+        keystroke_prefill_ms: float = DEFAULTS.keystroke_prefill_ms,
+        snapshot_bytes: int = DEFAULTS.snapshot_bytes,
         chunk_tokens: int | None = None,
         policy: DevicePolicy | None = None,
         cost: PrefillCostModel | None = None,
@@ -154,10 +154,10 @@ class ModelSession:
         n_ctx: int = 4096 * N_SLOTS,
         calibrate: bool = True,
         on_progress: native.Progress | None = None,
-        prefix_tokens: int = 768,
-        suffix_tokens: int = 256,
-        keystroke_prefill_ms: float = 80.0,
-        snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
+        prefix_tokens: int = DEFAULTS.prefix_tokens,
+        suffix_tokens: int = DEFAULTS.suffix_tokens,
+        keystroke_prefill_ms: float = DEFAULTS.keystroke_prefill_ms,
+        snapshot_bytes: int = DEFAULTS.snapshot_bytes,
     ) -> ModelSession:
         """Load a GGUF file; n_gpu_layers=-1 offloads every layer when a CUDA GPU is usable."""
         from ghostfim.engine.device import cuda_gpu_name, has_usable_cuda_gpu
@@ -402,20 +402,16 @@ class ModelSession:
         narrow window answers sooner than finishing the wide one would. Background requests
         always take the wide window: that is how it gets prepared.
         """
-        candidates = [self._keystroke_candidate(request, self.keystroke_wide_tokens)]
-        if not request.background and self.keystroke_start_tokens < self.keystroke_wide_tokens:
-            candidates.append(self._keystroke_candidate(request, self.keystroke_start_tokens))
-        warm = self.cost.tokens_within(self.keystroke_prefill_ms)
-        cold = self.cost.tokens_within(KEYSTROKE_START_MS)
-        wide = candidates[0]
-        narrow = candidates[-1]
-        if wide[1] <= warm or len(candidates) == 1:
-            chosen = wide
-        elif narrow[1] <= warm or wide[1] > cold:
-            chosen = narrow
-        else:
-            chosen = wide
-        return chosen[0]
+        wide, wide_new = self._keystroke_candidate(request, self.keystroke_wide_tokens)
+        has_narrow = self.keystroke_start_tokens < self.keystroke_wide_tokens
+        if request.background or not has_narrow:
+            return wide
+        if wide_new <= self.cost.tokens_within(self.keystroke_prefill_ms):
+            return wide  # warm: the usual keystroke, one prompt built
+        narrow, narrow_new = self._keystroke_candidate(request, self.keystroke_start_tokens)
+        if narrow_new <= self.cost.tokens_within(self.keystroke_prefill_ms):
+            return narrow
+        return narrow if wide_new > self.cost.tokens_within(KEYSTROKE_START_MS) else wide
 
     def _keystroke_candidate(
         self, request: CompletionRequest, budget: int

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ghostfim.engine.backend import Completion, ModelInfo
+from ghostfim.engine.documents import CursorState
 from ghostfim.engine.timings import percentile
 
 
@@ -39,9 +40,8 @@ class LatencyLog:
 
 
 def stats_payload(
+    state: CursorState,
     *,
-    doc_id: str,
-    version: int,
     source: str,
     completion: Completion | None,
     queue_ms: float,
@@ -53,8 +53,8 @@ def stats_payload(
     """One request's `ghostfim/stats` notification (docs/protocol.md)."""
     t = completion.timings if completion is not None else None
     return {
-        "uri": doc_id,
-        "version": version,
+        "uri": state.doc_id,
+        "version": state.version,
         "source": source,
         "cancelled": cancelled,
         "queueMs": round(queue_ms, 2),

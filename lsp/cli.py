@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ghostfim.engine.config import DEFAULTS
 from ghostfim.lsp import VERSION
 
 EXIT_USAGE = 2
@@ -63,9 +64,11 @@ def _build_parser() -> argparse.ArgumentParser:
         default=-1,
         help="-1: all layers on a CUDA GPU when there is one (default)",
     )
-    complete.add_argument("--prefix-tokens", type=int, default=768)
-    complete.add_argument("--suffix-tokens", type=int, default=256)
-    complete.add_argument("--keystroke-prefill-ms", type=float, default=80.0)
+    complete.add_argument("--prefix-tokens", type=int, default=DEFAULTS.prefix_tokens)
+    complete.add_argument("--suffix-tokens", type=int, default=DEFAULTS.suffix_tokens)
+    complete.add_argument(
+        "--keystroke-prefill-ms", type=float, default=DEFAULTS.keystroke_prefill_ms
+    )
 
     models = sub.add_parser("models", help="list the model presets, fetch one")
     models.add_argument("--json", action="store_true")

@@ -25,6 +25,7 @@ from ghostfim.engine.backend import (
 )
 from ghostfim.engine.documents import CursorState
 from ghostfim.engine.timings import Timings
+from ghostfim.lsp.documents import cursor_state
 
 Script = Callable[[CompletionRequest], str]
 
@@ -152,18 +153,6 @@ class RecordingEvents:
 def cursor(
     text: str, offset: int | None = None, doc_id: str = "file:///a.py", version: int = 1
 ) -> CursorState:
-    """The cursor state at `offset` of a document (its end when None)."""
+    """The cursor state at `offset` of a document (its end when None), as the server makes it."""
     offset = len(text) if offset is None else offset
-    prefix, suffix = text[:offset], text[offset:]
-    return CursorState(
-        doc_id,
-        version,
-        None,
-        prefix,
-        suffix,
-        prefix.count("\n"),
-        offset,
-        len(text),
-        prefix[-64:],
-        suffix[:64],
-    )
+    return cursor_state(doc_id, version, None, text, offset, text[:offset].count("\n"))
