@@ -1,6 +1,6 @@
 # ghostfim: `make demo` sets everything up and completes code; `make test` runs the tests.
 # Set-up (once, cached): a virtual environment in .venv, llama-cpp-python built with the CPU
-# flags this machine needs (see engine/build_flags.py; GHOSTFIM_CUDA=1 adds the CUDA backend),
+# flags this machine needs (see engine/setup/build_flags.py; GHOSTFIM_CUDA=1 adds the CUDA backend),
 # the project with its test tools, and the tiny and small models in ~/.cache/ghostfim.
 
 PYTHON ?= python3
@@ -13,17 +13,17 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml engine/build_flags.py
+$(STAMP): pyproject.toml engine/setup/build_flags.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	@# A CUDA build (GHOSTFIM_CUDA=1; needs nvcc, no GPU): cuBLAS from pip when the toolkit has
 	@# none, then llama-cpp-python built into a wheel folder of its own (pip's wheel cache is
-	@# keyed by the sdist alone and would hand back the CPU wheel). See engine/build_flags.py.
-	req="$$($(BIN)/python engine/build_flags.py --cublas-requirement)" && \
+	@# keyed by the sdist alone and would hand back the CPU wheel). See engine/setup/build_flags.py.
+	req="$$($(BIN)/python engine/setup/build_flags.py --cublas-requirement)" && \
 	  if [ -n "$$req" ]; then $(BIN)/python -m pip install -q "$$req"; fi
-	args="$$($(BIN)/python engine/build_flags.py)" && \
+	args="$$($(BIN)/python engine/setup/build_flags.py)" && \
 	  case "$$args" in *GGML_CUDA=on*) \
-	    dir="$$($(BIN)/python engine/build_flags.py --wheel-dir)" && \
+	    dir="$$($(BIN)/python engine/setup/build_flags.py --wheel-dir)" && \
 	    { ls "$$dir"/llama_cpp_python-*.whl >/dev/null 2>&1 || \
 	      CMAKE_ARGS="$$args" $(BIN)/python -m pip wheel -q --no-deps --no-cache-dir \
 	        -w "$$dir" llama-cpp-python==0.3.36; } && \
@@ -43,13 +43,14 @@ test: setup
 	exit $$rc
 
 lint: setup
-	$(BIN)/ruff check engine lsp bench tests
-	$(BIN)/ruff format --check engine lsp bench tests
+	$(BIN)/ruff check engine lsp cli bench tests
+	$(BIN)/ruff format --check engine lsp cli bench tests
 	@# mypy resolves modules by folder: link engine/ and lsp/ under their installed names
 	@# (pyproject's [tool.mypy] reads build/mypy-src and checks both packages strictly).
 	mkdir -p build/mypy-src/ghostfim
 	ln -sfn ../../../engine build/mypy-src/ghostfim/engine
 	ln -sfn ../../../lsp build/mypy-src/ghostfim/lsp
+	ln -sfn ../../../cli build/mypy-src/ghostfim/cli
 	$(BIN)/mypy
 
 # The VS Code extension, packaged: editors/vscode/ghostfim-<version>.vsix (npm ci once per lock).

@@ -1,6 +1,6 @@
 """Switching files: A -> B -> C -> A, the first keystroke back in A (issue 13's check).
 
-    python -m ghostfim.bench.file_switch [--model small] [--chars 12] [--json out.json]
+    python -m bench.file_switch [--model small] [--chars 12] [--json out.json]
 
 Three real files this project did not write (bench/traces.py's sources). In each, a line is
 emptied after its indentation and typed back one character at a time, each keystroke an
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ghostfim.bench.lspclient import LspProcess
-from ghostfim.bench.traces import Edit, Keystroke, Trace, default_sources, make_trace
+from bench.traces import Edit, Keystroke, Trace, default_sources, make_trace
+from tests.support.lspclient import LspProcess
 
 ANSWER_S = 10.0
 
@@ -135,7 +135,7 @@ async def run_system(
     dwell_s: float,
     seed: int,
 ) -> tuple[Run, dict[str, list[Typed]]]:
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
     run = Run(system)
     per_doc: dict[str, list[Typed]] = {}
     try:
@@ -248,7 +248,7 @@ async def main_async(args: argparse.Namespace) -> int:
         Path(args.json).write_text(
             json.dumps(
                 {
-                    "command": "python -m ghostfim.bench.file_switch " + " ".join(sys.argv[1:]),
+                    "command": "python -m bench.file_switch " + " ".join(sys.argv[1:]),
                     "files": [t.path for t in traces],
                     "rows": rows,
                 },
@@ -259,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ghostfim.bench.file_switch")
+    parser = argparse.ArgumentParser(prog="python -m bench.file_switch")
     parser.add_argument("--model", default="small")
     parser.add_argument("--chars", type=int, default=12, help="characters typed in each file")
     parser.add_argument("--dwell", type=float, default=3.0, help="seconds in each file after")

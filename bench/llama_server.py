@@ -7,7 +7,7 @@ so the comparison is about the serving strategy, not the inference code.
 Everything lives in ~/.cache/ghostfim/bench (never in the repository): the sdist, the extracted
 llama.cpp sources (other benchmarks read C/C++ files from there), the build tree and the binary.
 
-Run `python -m ghostfim.bench.llama_server` to build (or find) the binary and print its path.
+Run `python -m bench.llama_server` to build (or find) the binary and print its path.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ CACHE_DIR = Path(os.path.expanduser("~/.cache/ghostfim/bench"))
 SOURCE_DIR = CACHE_DIR / "llama.cpp"
 BUILD_DIR = CACHE_DIR / "llama.cpp-build"
 BINARY = BUILD_DIR / "bin" / "llama-server"
-BUILD_FLAGS_SCRIPT = Path(__file__).resolve().parent.parent / "engine" / "build_flags.py"
+BUILD_FLAGS_SCRIPT = Path(__file__).resolve().parent.parent / "engine" / "setup" / "build_flags.py"
 LOOPBACK = "127.0.0.1"
 VENDORED = "vendor/llama.cpp/"
 

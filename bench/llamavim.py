@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from ghostfim.bench.traces import Edit, Keystroke, Trace, new_record
+from bench.traces import Edit, Keystroke, Trace, new_record
 
 HASH_SEPARATOR = "Î"  # what llama.vim puts between prefix+middle and suffix before hashing
 _LEADING_WS = re.compile(r"[ \t]*")  # Vim's \s is space and tab only

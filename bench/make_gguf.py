@@ -9,8 +9,8 @@ The tokenizer and every tokenizer.* key are copied from a real Qwen2.5-Coder GGU
 tokenizer-only file written with --tokenizer-only), so prompts tokenize to the same lengths as with
 the real model. Depends only on numpy and gguf: it also runs on machines without network access.
 
-    python -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 --out /tmp/x.gguf
-    python -m ghostfim.bench.make_gguf --tokenizer-only --out /tmp/qwen-tokenizer.gguf  # ~4 MB
+    python -m bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 --out /tmp/x.gguf
+    python -m bench.make_gguf --tokenizer-only --out /tmp/qwen-tokenizer.gguf  # ~4 MB
 
 Q4_K_M is not offered: gguf-py 0.19 has no Q4_K quantizer (only dequantization).
 """
@@ -347,7 +347,7 @@ def write_model(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m ghostfim.bench.make_gguf",
+        prog="python -m bench.make_gguf",
         description="Write a GGUF with Qwen2.5-Coder's shapes and RANDOM WEIGHTS: for timing "
         "only, it says nothing about quality.",
     )

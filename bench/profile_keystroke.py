@@ -1,6 +1,6 @@
 """Where one keystroke's time goes, end to end, on a warm cache.
 
-    python -m ghostfim.bench.profile_keystroke [--model small] [--keystrokes 30]
+    python -m bench.profile_keystroke [--model small] [--keystrokes 30]
 
 Part 1 drives `ghostfim serve` over stdio like an editor (didChange + inlineCompletion, waiting
 for each answer) and splits the client-measured time to the answer into the server's own stages
@@ -22,15 +22,15 @@ import sys
 import time
 from typing import Any
 
-from ghostfim.bench.lspclient import LspProcess
-from ghostfim.bench.sample import stats_before_cursor
+from bench.sample import stats_before_cursor
+from tests.support.lspclient import LspProcess
 
 TEXT = stats_before_cursor()
 TYPED = "return math.sqrt(variance(values)) if values else 0.0  # sample"
 
 
 async def over_lsp(model: str, n: int) -> dict[str, float]:
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
     await client.initialize({"model": {"size": model}, "debounceMs": 0})
     await client.wait_ready()
     uri = "file:///profile/stats.py"
@@ -98,7 +98,7 @@ async def over_lsp(model: str, n: int) -> dict[str, float]:
 
 def in_process(model: str, n: int) -> str:
     from ghostfim.engine.backend import CompletionRequest
-    from ghostfim.engine.loader import load_session
+    from ghostfim.engine.local.loading import load_session
 
     session = load_session(model, progress=False)
     prefix, suffix = TEXT, "\n"

@@ -1,6 +1,6 @@
 """Keystroke-replay latency benchmark: ghostfim vs. llama-server (llama.vim's pattern) vs. naive.
 
-    python -m ghostfim.bench.replay [--systems ghostfim,llama-server,naive] [--model small|PATH]
+    python -m bench.replay [--systems ghostfim,llama-server,naive] [--model small|PATH]
                            [--files 6] [--lines 3] [--json docs/benchmarks.json]
 
 Every system replays the same traces (bench/traces.py: lines of real files typed at a human
@@ -32,9 +32,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ghostfim.bench.lspclient import LspProcess, Notification
-from ghostfim.bench.traces import Keystroke, Record, Trace, build_traces, new_record
+from bench.traces import Keystroke, Record, Trace, build_traces, new_record
 from ghostfim.engine.timings import percentile
+from tests.support.lspclient import LspProcess, Notification
 
 
 # --- shared scoring -------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ async def run_ghostfim(
     command: list[str] | None = None,
 ) -> tuple[list[Record], float | None]:
     """ghostfim over LSP; `command` runs another build of it (an older checkout's server)."""
-    client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
+    client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.cli.main", "serve"])
     await client.initialize(
         {
             "model": {"size": model}
@@ -369,7 +369,7 @@ async def run_llama_server(
 ) -> tuple[list[Record], float | None]:
     import httpx
 
-    from ghostfim.bench import llama_server, llamavim
+    from bench import llama_server, llamavim
 
     binary = llama_server.ensure_llama_server()
     proc, base_url = llama_server.start_llama_server(
@@ -419,7 +419,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from ghostfim.engine.models import resolve_model
+    from ghostfim.engine.setup.models import resolve_model
 
     traces = build_traces(files=args.files, lines_per_file=args.lines, seed=args.seed)
     model_path = resolve_model(args.model).path
@@ -453,7 +453,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "model": str(model_path),
-        "command": "python -m ghostfim.bench.replay " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.replay " + " ".join(sys.argv[1:]),
         "traces": [
             {"name": t.name, "path": t.path, "keystrokes": sum(not k.jump for k in t.keystrokes)}
             for t in traces

@@ -1,7 +1,7 @@
 """The contract between the completion service and whatever generates suggestions.
 
-`ghostfim.engine.session.ModelSession` (the in-process model) is one backend; a remote
-inference server behind HTTP (`ghostfim.engine.remote`: llama-server, an OpenAI-compatible
+`ghostfim.engine.local.session.ModelSession` (the in-process model) is one backend; a remote
+inference server behind HTTP (`ghostfim.engine.remote.backends`: llama-server, an OpenAI-compatible
 server, Ollama) is another. The service calls them from its single model thread; a
 `CancelToken` may be set from any thread and must stop the work (a remote backend closes its
 stream so that the server stops generating).
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ghostfim.engine.context import ExtraContext
-from ghostfim.engine.cursor import CursorContext
-from ghostfim.engine.postprocess import clean_suggestion
-from ghostfim.engine.stops import Multiline, StopPolicy
+from ghostfim.engine.context.ring import ExtraContext
+from ghostfim.engine.text.cursor import CursorContext
+from ghostfim.engine.text.postprocess import clean_suggestion
+from ghostfim.engine.text.stops import Multiline, StopPolicy
 from ghostfim.engine.timings import Timings
 
 PromptMode = Literal["keystroke", "full"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ghostfim.engine.stops import Multiline
+from ghostfim.engine.text.stops import Multiline
 
 BackendKind = Literal["local", "llama-server", "openai", "ollama"]
 
@@ -94,7 +94,7 @@ class BackendSpec:
 def backend_spec(config: EngineConfig, default_model: str | None = None) -> BackendSpec:
     """The backend a configuration asks for."""
     if config.backend == "local":
-        from ghostfim.engine.loader import model_identity  # imported late: llama.cpp
+        from ghostfim.engine.local.loading import model_identity  # imported late: llama.cpp
 
         model = config.model_spec or default_model
         return BackendSpec(

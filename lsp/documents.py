@@ -14,7 +14,7 @@ import re
 import numpy as np
 from cachetools import LRUCache
 
-from ghostfim.engine.documents import (
+from ghostfim.engine.service.documents import (
     CONSISTENCY_CHARS,
     PREFIX_WINDOW_CHARS,
     SUFFIX_WINDOW_CHARS,

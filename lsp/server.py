@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
-from ghostfim.engine.service import CompletionService, CursorState
+from ghostfim.engine.service.completion import CompletionService, CursorState
 from ghostfim.lsp import VERSION
 from ghostfim.lsp.documents import DocumentIndex, cursor_state
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer

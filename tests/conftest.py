@@ -10,9 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # gguf_factory
 
-from gguf_factory import tiny_model_path
-
-from ghostfim.bench.sample import stats_before_cursor
+from bench.sample import stats_before_cursor
+from tests.support.gguf_factory import tiny_model_path
 
 SAMPLE = stats_before_cursor() + "\n"  # the cursor's line: indented, empty
 
@@ -26,14 +25,14 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def small_model_path() -> Path:
     """The real small model (Qwen2.5-Coder 0.5B), fetched into the cache if needed."""
-    from ghostfim.engine.models import fetch_model
+    from ghostfim.engine.setup.models import fetch_model
 
     return fetch_model("small")
 
 
 @pytest.fixture(scope="session")
 def small_session(small_model_path: Path) -> Iterator[object]:
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local.session import ModelSession
 
     session = ModelSession.load(small_model_path, preset="small")
     yield session
@@ -42,7 +41,7 @@ def small_session(small_model_path: Path) -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def tiny_session(tiny_gguf: Path) -> Iterator[object]:
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local.session import ModelSession
 
     session = ModelSession.load(tiny_gguf, n_ctx=1024)
     yield session

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ghostfim.bench import llama_server
-from ghostfim.bench.llamavim import (
+from bench import llama_server
+from bench.llamavim import (
     LlamaVim,
     Settings,
     SuggestionCache,
@@ -28,7 +28,7 @@ from ghostfim.bench.llamavim import (
     request_hashes,
     summarize,
 )
-from ghostfim.bench.traces import Trace, make_trace
+from bench.traces import Trace, make_trace
 
 RECORD_KEYS = {
     "trace", "index", "at_ms", "gap_ms", "is_pause", "rest_of_line", "shown_at_ms",
@@ -298,9 +298,7 @@ def test_keystroke_during_a_request_waits_for_it() -> None:
 def test_replay_against_llama_server(small_model_path: Path) -> None:
     binary = llama_server.built_llama_server()
     if binary is None:
-        pytest.skip(
-            "llama-server is not built; run `python -m ghostfim.bench.llama_server` (10+ min)"
-        )
+        pytest.skip("llama-server is not built; run `python -m bench.llama_server` (10+ min)")
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
     source = site / "pygls" / "workspace" / "text_document.py"
     if not source.exists():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ghostfim.bench.quality import exec_tasks, scoring
-from ghostfim.bench.quality.tasks import (
+from bench.quality import exec_tasks, scoring
+from bench.quality.tasks import (
     KINDS,
     Task,
     build_tasks,
@@ -335,8 +335,8 @@ def test_execution_task_passes_only_with_a_right_completion(
 def test_tiny_model_end_to_end(tiny_gguf: Path, tmp_path: Path) -> None:
     """Every system on a random-weight model with Qwen's FIM tokens: the run's mechanics only
     (llama-server too when it is built already)."""
-    from ghostfim.bench import llama_server
-    from ghostfim.bench.quality.run import parse_args, run
+    from bench import llama_server
+    from bench.quality.run import parse_args, run
 
     systems = ["ghostfim", "ghostfim-raw"]
     if llama_server.built_llama_server() is not None:

@@ -12,7 +12,7 @@ import pytest
 
 def ghostfim(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ghostfim.lsp.cli", *args],
+        [sys.executable, "-m", "ghostfim.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

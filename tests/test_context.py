@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ghostfim.engine.backend import CompletionRequest
-from ghostfim.engine.context import (
+from ghostfim.engine.context.ring import (
     DUPLICATE,
     MAX_CLIENT_CHUNKS,
     ContextChunk,
@@ -23,9 +23,9 @@ from ghostfim.engine.context import (
     key_lines,
     similarity,
 )
-from ghostfim.engine.fim import FimTemplate
-from ghostfim.engine.prompt import PromptBuilder
-from ghostfim.engine.session import ModelSession
+from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.prompt.builder import PromptBuilder
+from ghostfim.engine.prompt.fim import FimTemplate
 
 
 def code(name: str, n: int = 20, start: int = 0) -> str:
@@ -192,7 +192,7 @@ def test_apply_puts_the_head_after_bos_only() -> None:
     pb = PromptBuilder(words, with_bos, prefix_tokens=40, suffix_tokens=10)
     parts = pb.parts("d", "def f():\n    ", "\nx = 1\n", 1)
     b = ExtraContextBuilder(words, with_bos)
-    from ghostfim.engine.speed import PrefillCostModel
+    from ghostfim.engine.local.speed import PrefillCostModel
 
     extra = ExtraContext((ContextChunk("o.py", code("o", 4), "file:///o.py"),), "d.py")
     new, n = b.apply(parts, extra, PrefillCostModel(), room=500)
@@ -290,7 +290,7 @@ class NoEvents:
 
 def test_service_feeds_the_ring_and_full_requests_only() -> None:
     from ghostfim.engine.config import EngineConfig
-    from ghostfim.engine.service import CompletionService, CursorState
+    from ghostfim.engine.service.completion import CompletionService, CursorState
 
     service = CompletionService(NoEvents(), EngineConfig(extra_context=True))  # type: ignore[arg-type]
     service.context.ring.update_interval_s = 0.0
@@ -356,9 +356,9 @@ async def test_lsp_a_second_opened_file_reaches_the_full_prompt(tiny_gguf: Path)
     import asyncio
     import sys
 
-    from ghostfim.bench.lspclient import LspProcess
+    from tests.support.lspclient import LspProcess
 
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.cli", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
     try:
         options = {"model": {"path": str(tiny_gguf)}, "maxTokens": 4, "extraContext": True}
         await client.initialize(options)

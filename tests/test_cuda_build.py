@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ghostfim.engine import build_flags, doctor
-from ghostfim.engine.build_flags import CudaBuildError, cmake_args, detect_cuda_build
-from ghostfim.engine.device import CudaBackend, cuda_archs
+from ghostfim.engine.setup import build_flags, doctor
+from ghostfim.engine.setup.build_flags import CudaBuildError, cmake_args, detect_cuda_build
+from ghostfim.engine.setup.device import CudaBackend, cuda_archs
 
 REPO = Path(__file__).resolve().parent.parent
 CPU = {"avx", "avx2", "fma", "f16c"}
@@ -246,7 +246,8 @@ def test_real_cuda_build_has_cuda_and_no_device(cuda_env: dict[str, str]) -> Non
     proc = run_py(
         cuda_env,
         "-c",
-        "import llama_cpp; from ghostfim.engine import device, native;"
+        "import llama_cpp; from ghostfim.engine.local import native;"
+        "from ghostfim.engine.setup import device;"
         "b = device.cuda_backend(); print(llama_cpp.__file__);"
         "print(b.compiled, b.devices, b.archs, native.supports_gpu_offload())",
     )
@@ -260,7 +261,7 @@ def test_real_cuda_build_has_cuda_and_no_device(cuda_env: dict[str, str]) -> Non
 @pytest.mark.model
 @pytest.mark.slow
 def test_real_cuda_build_doctor_and_complete_on_the_cpu(cuda_env: dict[str, str]) -> None:
-    proc = run_py(cuda_env, "-m", "ghostfim.lsp.cli", "doctor")
+    proc = run_py(cuda_env, "-m", "ghostfim.cli.main", "doctor")
     gpu_line = next(line for line in proc.stdout.splitlines() if "] GPU:" in line)
     assert gpu_line.startswith("[ok]") and "has CUDA (sm_90)" in gpu_line, proc.stdout
     assert "runs on the CPU" in gpu_line
@@ -269,7 +270,7 @@ def test_real_cuda_build_doctor_and_complete_on_the_cpu(cuda_env: dict[str, str]
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     proc = run_py(
-        cuda_env, "-m", "ghostfim.lsp.cli", "complete", "docs/examples/stats.py:19:5",
+        cuda_env, "-m", "ghostfim.cli.main", "complete", "docs/examples/stats.py:19:5",
         "--model", "tiny", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -279,11 +280,11 @@ def test_real_cuda_build_doctor_and_complete_on_the_cpu(cuda_env: dict[str, str]
 @pytest.mark.model
 @pytest.mark.slow
 def test_real_cuda_build_serves_on_the_cpu(cuda_env: dict[str, str]) -> None:
-    from ghostfim.bench.lspclient import LspProcess
+    from tests.support.lspclient import LspProcess
 
     async def session() -> tuple[dict, object]:
         client = await LspProcess.start(
-            [sys.executable, "-m", "ghostfim.lsp.cli", "serve"],
+            [sys.executable, "-m", "ghostfim.cli.main", "serve"],
             env={k: cuda_env[k] for k in ("PYTHONPATH", "GHOSTFIM_OFFLINE")},
         )
         try:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from ghostfim.engine.backend import CancelToken, CompletionRequest
-from ghostfim.engine.kvslots import SLOT_FULL
-from ghostfim.engine.session import ModelSession
+from ghostfim.engine.local.kvslots import SLOT_FULL
+from ghostfim.engine.local.session import ModelSession
 
 pytestmark = pytest.mark.model
 
@@ -48,7 +48,7 @@ def test_typing_one_character_redecodes_only_a_few_tokens(
 def test_full_prompt_holds_whole_suffix_keystroke_prompt_a_budget(
     small_session: ModelSession, sample_source: str
 ) -> None:
-    from ghostfim.engine.prompt import common_prefix_len
+    from ghostfim.engine.prompt.builder import common_prefix_len
 
     prefix, suffix = split(sample_source, "def variance(values):\n    ")
     full = small_session.build_prompt(

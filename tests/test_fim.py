@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gguf_factory import make_tiny_gguf
 
-from ghostfim.engine import native
-from ghostfim.engine.fim import detect_template
-from ghostfim.engine.session import _template_of
+from ghostfim.engine.local import native
+from ghostfim.engine.local.session import _template_of
+from ghostfim.engine.prompt.fim import detect_template
+from tests.support.gguf_factory import make_tiny_gguf
 
 EXPECTED = {
     "qwen": ("qwen", "psm"),

@@ -42,7 +42,7 @@ from test_reliability import (
 )
 from test_soak import TINY, ClientDoc, broken_model, compare, rss_mb, snippet, wait_for
 
-from ghostfim.bench.lspclient import LspProcess, RpcError
+from tests.support.lspclient import LspProcess, RpcError
 
 EVENTS = int(os.environ.get("GHOSTFIM_FUZZ_EVENTS", "2000"))
 SEED = int(os.environ.get("GHOSTFIM_FUZZ_SEED", "8"))
@@ -350,7 +350,7 @@ class Fuzz:
 
 
 async def run_fuzz(tmp: Path, events: int, seed: int) -> dict[str, Any]:
-    from ghostfim.engine.models import find_cached
+    from ghostfim.engine.setup.models import find_cached
 
     tiny = find_cached("tiny")
     assert tiny is not None, "the tiny model is not in the cache (ghostfim models --fetch tiny)"

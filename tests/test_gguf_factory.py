@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from gguf_factory import FIM_STYLES, make_tiny_gguf, tiny_model_path, tiny_vocab
+
+from tests.support.gguf_factory import FIM_STYLES, make_tiny_gguf, tiny_model_path, tiny_vocab
 
 llama_cpp = pytest.importorskip("llama_cpp")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ghostfim.engine.backend import Cancelled, CancelToken, CompletionRequest
-from ghostfim.engine.kvslots import SLOT_FULL
-from ghostfim.engine.session import DevicePolicy, ModelSession
-from ghostfim.engine.speed import FORCED_COST_ENV, PrefillCostModel
+from ghostfim.engine.local.kvslots import SLOT_FULL
+from ghostfim.engine.local.session import DevicePolicy, ModelSession
+from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel
 
 GPU_LIKE = "3+0.02"  # ms per decode call + ms per token: a 1.5B model on an H200
 

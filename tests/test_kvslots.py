@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ghostfim.engine.backend import CompletionRequest
-from ghostfim.engine.kvslots import (
+from ghostfim.engine.local.kvslots import (
     KEYSTROKE_SLOTS,
     MIN_SNAPSHOT_TOKENS,
     SLOT_FULL,
@@ -101,7 +101,7 @@ def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> N
 # --- the real mechanics, on a self-made tiny model ------------------------------------------------
 @pytest.fixture
 def roomy_tiny(tiny_gguf: Path) -> Iterator[object]:
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local.session import ModelSession
 
     session = ModelSession.load(tiny_gguf)  # the default n_ctx: room for wide windows
     session.keystroke_start_tokens = session.keystroke_wide_tokens = 256
@@ -116,7 +116,7 @@ def source(name: str) -> str:
 
 
 def test_switching_back_restores_the_window_and_continues_exactly(roomy_tiny: object) -> None:
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local.session import ModelSession
 
     s: ModelSession = roomy_tiny  # type: ignore[assignment]
 
@@ -144,7 +144,7 @@ def test_switching_back_restores_the_window_and_continues_exactly(roomy_tiny: ob
 async def test_back_in_the_first_of_three_files_the_prompt_comes_from_the_kv_cache() -> None:
     """The real server and model, three real files (bench/file_switch.py's run, shortened):
     the first keystroke back in A is served from A's restored snapshot."""
-    from ghostfim.bench.file_switch import load_traces, run_system
+    from bench.file_switch import load_traces, run_system
 
     traces = load_traces(seed=7)
     run, per_doc = await run_system(

@@ -14,9 +14,9 @@ from conftest import SAMPLE
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from ghostfim.bench.lspclient import LspProcess, RpcError
+from tests.support.lspclient import LspProcess, RpcError
 
-SERVER = [sys.executable, "-m", "ghostfim.lsp.cli", "serve"]
+SERVER = [sys.executable, "-m", "ghostfim.cli.main", "serve"]
 URI = "file:///work/stats.py"
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from ghostfim.engine import models
-from ghostfim.engine.models import (
+from ghostfim.engine.setup import models
+from ghostfim.engine.setup.models import (
     PRESET_NAMES,
     PRESETS,
     ModelNotFoundError,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ghostfim.engine.fim import FimTemplate
-from ghostfim.engine.prompt import PromptBuilder, common_prefix_len
+from ghostfim.engine.prompt.builder import PromptBuilder, common_prefix_len
+from ghostfim.engine.prompt.fim import FimTemplate
 
 QWEN = FimTemplate(family="qwen", layout="psm", pre=1001, suf=1002, mid=1003)
 

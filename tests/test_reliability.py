@@ -40,12 +40,12 @@ from test_soak import (
     wait_for,
 )
 
-from ghostfim.bench.lspclient import LspProcess, RpcError
 from ghostfim.lsp.documents import LineIndex, chars_to_units, units_to_chars
 from ghostfim.lsp.rpcguard import top_level_id
 from ghostfim.lsp.textsync import SyncedDocument
+from tests.support.lspclient import LspProcess, RpcError
 
-SERVER = [sys.executable, "-m", "ghostfim.lsp.cli", "serve"]
+SERVER = [sys.executable, "-m", "ghostfim.cli.main", "serve"]
 DEBUG_ENV = {"GHOSTFIM_DEBUG_PROTOCOL": "1"}
 ANSWER_S = 10.0  # every request is answered within this (the checks' limit)
 
@@ -693,7 +693,11 @@ def _serve_bytes(content_type: str, body: bytes) -> Callable[[BaseHTTPRequestHan
 @pytest.mark.parametrize("what", sorted(GARBAGE_200))
 def test_a_remote_answer_that_is_not_a_stream_is_an_error_that_says_so(what: str) -> None:
     from ghostfim.engine.backend import CompletionRequest
-    from ghostfim.engine.remote import RemoteBackendError, RemoteConfig, open_remote_backend
+    from ghostfim.engine.remote.backends import (
+        RemoteBackendError,
+        RemoteConfig,
+        open_remote_backend,
+    )
 
     servers = _http_server(_serve_bytes(*GARBAGE_200[what]))
     url = next(servers)
@@ -715,7 +719,7 @@ def test_a_remote_answer_that_is_not_a_stream_is_an_error_that_says_so(what: str
 
 def test_a_remote_server_that_ignores_stream_is_still_understood() -> None:
     from ghostfim.engine.backend import CompletionRequest
-    from ghostfim.engine.remote import RemoteConfig, open_remote_backend
+    from ghostfim.engine.remote.backends import RemoteConfig, open_remote_backend
 
     body = json.dumps({"choices": [{"text": "42", "finish_reason": "stop"}]}).encode()
     servers = _http_server(_serve_bytes("application/json", body))
@@ -829,7 +833,7 @@ class _Events:
 async def test_model_switches_are_serialized_and_coalesced() -> None:
     """One load at a time; switches asked for during a load wait, and only the newest of
     them loads; a skipped one is still checked; what serves is always on record."""
-    from ghostfim.engine.service import CompletionService
+    from ghostfim.engine.service.completion import CompletionService
 
     log: list[str] = []
     gate = threading.Event()
@@ -915,8 +919,8 @@ async def test_model_switches_are_serialized_and_coalesced() -> None:
 
 
 def test_native_close_is_idempotent_and_use_after_close_raises(tiny_gguf: Path) -> None:
-    from ghostfim.engine import native
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local import native
+    from ghostfim.engine.local.session import ModelSession
 
     session = ModelSession.load(tiny_gguf, n_ctx=512, calibrate=False)
     model = session.model
@@ -935,9 +939,9 @@ def test_native_close_is_idempotent_and_use_after_close_raises(tiny_gguf: Path) 
 
 
 def test_a_broken_model_file_is_found_without_loading_it(tmp_path: Path) -> None:
-    from ghostfim.engine.loader import check_model
-    from ghostfim.engine.models import ModelNotFoundError, find_cached
-    from ghostfim.engine.native import ModelLoadError
+    from ghostfim.engine.local.loading import check_model
+    from ghostfim.engine.local.native import ModelLoadError
+    from ghostfim.engine.setup.models import ModelNotFoundError, find_cached
 
     truncated = broken_model(tmp_path)
     text = tmp_path / "notes.gguf"
@@ -1063,7 +1067,7 @@ async def test_nothing_leaves_the_machine_without_a_remote_backend(tmp_path: Pat
 
 @pytest.mark.model
 async def test_model_paths_from_settings_write_nothing(server: LspProcess, tmp_path: Path) -> None:
-    from ghostfim.engine.models import find_cached, models_dir
+    from ghostfim.engine.setup.models import find_cached, models_dir
 
     tiny = find_cached("tiny")
     assert tiny is not None

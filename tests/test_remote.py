@@ -4,7 +4,7 @@ Fast tests run against small fake servers on 127.0.0.1 that speak each protocol 
 silence, refusals) and record what reaches them, including the moment the client drops the
 connection. The `model`/`slow` tests start real servers on the loopback address:
 `python -m llama_cpp.server` (llama-cpp-python's OpenAI-compatible server) and llama.cpp's
-`llama-server` (skipped until `python -m ghostfim.bench.llama_server` has built it).
+`llama-server` (skipped until `python -m bench.llama_server` has built it).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from ghostfim.engine.backend import CancelToken, CompletionRequest
-from ghostfim.engine.remote import (
+from ghostfim.engine.remote.backends import (
     FIM_TEXTS,
     RemoteBackend,
     RemoteBackendError,
@@ -472,7 +472,7 @@ def test_a_missing_key_variable_is_named_in_the_error(monkeypatch: pytest.Monkey
 
 
 class RecordingEvents:
-    """ghostfim.engine.service.Events, kept as JSON text (what an editor would receive)."""
+    """The service's Events, kept as JSON text (what an editor would receive)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
@@ -496,7 +496,7 @@ class RecordingEvents:
 
 
 def cursor(text: str = PREFIX + SUFFIX, offset: int = len(PREFIX)) -> Any:
-    from ghostfim.engine.service import CursorState
+    from ghostfim.engine.service.completion import CursorState
 
     prefix, suffix = text[:offset], text[offset:]
     return CursorState(
@@ -507,8 +507,8 @@ def cursor(text: str = PREFIX + SUFFIX, offset: int = len(PREFIX)) -> Any:
 async def test_the_service_answers_from_a_remote_backend_and_never_shows_the_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ghostfim.engine.remote import remote_factory
-    from ghostfim.engine.service import CompletionService
+    from ghostfim.engine.remote.backends import remote_factory
+    from ghostfim.engine.service.completion import CompletionService
 
     monkeypatch.setenv("GHOSTFIM_TEST_KEY", KEY)
     events = RecordingEvents()
@@ -557,7 +557,7 @@ async def test_serve_opens_the_remote_backend_and_reopens_it_when_settings_chang
     """`ghostfim serve` with `backend: openai` (fake servers: no model needed)."""
     from test_lsp import SERVER, Editor, items
 
-    from ghostfim.bench.lspclient import LspProcess
+    from tests.support.lspclient import LspProcess
 
     with FakeServer("openai") as first, FakeServer("openai") as second:
         client = await LspProcess.start(SERVER)
@@ -680,7 +680,7 @@ class LlamaServer(ServerProcess):
     dropped_marker = "cancel task"
 
     def command(self) -> list[str]:
-        from ghostfim.bench import llama_server as ls
+        from bench import llama_server as ls
 
         binary = ls.built_llama_server()
         assert binary is not None
@@ -688,12 +688,12 @@ class LlamaServer(ServerProcess):
 
 
 def llama_server_or_skip() -> None:
-    from ghostfim.bench import llama_server as ls
+    from bench import llama_server as ls
 
     if ls.built_llama_server() is None:
         pytest.skip(
             f"llama-server is not built ({ls.BINARY} is missing): run "
-            "`python -m ghostfim.bench.llama_server` once (builds it into ~/.cache/ghostfim/bench)"
+            "`python -m bench.llama_server` once (builds it into ~/.cache/ghostfim/bench)"
         )
 
 
@@ -817,7 +817,7 @@ async def test_serve_with_a_remote_backend(
         llama_server_or_skip()
     from test_lsp import SERVER, URI, Editor, items
 
-    from ghostfim.bench.lspclient import LspProcess
+    from tests.support.lspclient import LspProcess
 
     needs(SMALL)
     llm = server_class(SMALL, free_port(), tmp_path / "server.log")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ghostfim.engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
-from ghostfim.engine.speed import PrefillCostModel
-from ghostfim.engine.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.local.speed import PrefillCostModel
+from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.service.worker import AdaptiveDebounce, JobDropped, ModelWorker, Priority
 
 
 def test_typed_characters_that_match_a_suggestion_reuse_it() -> None:
@@ -89,7 +89,7 @@ def test_prefill_cost_model_fits_fixed_and_per_token_cost() -> None:
 
 
 def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
-    from ghostfim.engine.deadline import (
+    from ghostfim.engine.service.deadline import (
         AUTOMATIC_DEADLINE_S,
         EXPLICIT_DEADLINE_S,
         answer_deadline_s,

@@ -7,11 +7,11 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from fakes import FakeBackend, RecordingEvents, cursor
 
-from ghostfim.engine import deadline
 from ghostfim.engine.config import EngineConfig
-from ghostfim.engine.service import CompletionService
+from ghostfim.engine.service import deadline
+from ghostfim.engine.service.completion import CompletionService
+from tests.support.fakes import FakeBackend, RecordingEvents, cursor
 
 DOC = "def area(width, height):\n    return "
 FIXED_DEBOUNCE = EngineConfig(debounce_ms=0)

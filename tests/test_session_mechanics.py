@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ghostfim.engine.backend import CancelToken, CompletionRequest
-from ghostfim.engine.kvslots import SLOT_FULL
-from ghostfim.engine.session import ModelSession
-from ghostfim.engine.speed import PrefillCostModel
+from ghostfim.engine.local.kvslots import SLOT_FULL
+from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.local.speed import PrefillCostModel
 
 
 def test_reuses_longest_common_prefix_and_tracks_cached_tokens(tiny_session: ModelSession) -> None:

@@ -38,9 +38,9 @@ from typing import Any
 
 import pytest
 
-from ghostfim.bench.lspclient import LspProcess, RpcError
+from tests.support.lspclient import LspProcess, RpcError
 
-SERVER = [sys.executable, "-m", "ghostfim.lsp.cli", "serve"]
+SERVER = [sys.executable, "-m", "ghostfim.cli.main", "serve"]
 # The soak is about the protocol, the sync and the lifecycle, so model work is kept small to
 # bound its time on a 2-core CI machine: a fixed 20 ms debounce (automatic requests that the
 # next event supersedes, events come every few ms, never reach the model; explicit ones and
@@ -194,7 +194,7 @@ async def compare(client: LspProcess, doc: ClientDoc) -> None:
 
 def broken_model(tmp: Path) -> Path:
     """A GGUF cut short: valid magic, truncated tensors (llama.cpp must refuse it)."""
-    from ghostfim.engine.models import find_cached
+    from ghostfim.engine.setup.models import find_cached
 
     tiny = find_cached("tiny")
     assert tiny is not None, "the tiny model is not in the cache (ghostfim models --fetch tiny)"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ghostfim.engine.cursor import CursorContext, closes_block, indent_style, opens_block
-from ghostfim.engine.postprocess import (
+from ghostfim.engine.text.cursor import CursorContext, closes_block, indent_style, opens_block
+from ghostfim.engine.text.postprocess import (
     RULES,
     clean_suggestion,
     cut_at_indent_style_clash,
@@ -25,7 +25,7 @@ from ghostfim.engine.postprocess import (
     too_much_after_cursor,
     well_formed,
 )
-from ghostfim.engine.stops import MAX_BLOCK_LINES, StopPolicy, wants_multiline
+from ghostfim.engine.text.stops import MAX_BLOCK_LINES, StopPolicy, wants_multiline
 
 CURSOR = "█"
 
@@ -505,7 +505,7 @@ def test_rest_of_line_limit_follows_llama_vim() -> None:
 # --- the `postprocess` setting, from the client to the request ---------------------------------
 def test_postprocess_setting_reaches_the_request() -> None:
     from ghostfim.engine.config import EngineConfig
-    from ghostfim.engine.service import CompletionService, CursorState
+    from ghostfim.engine.service.completion import CompletionService, CursorState
     from ghostfim.lsp.settings import parse_settings, settings_to_client
 
     settings, problems = parse_settings({"postprocess": False, "maxRestOfLine": 20})

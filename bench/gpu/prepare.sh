@@ -101,7 +101,7 @@ else
 fi
 
 # 4. The tokenizer of the real small model, for same-shape random-weight models.
-"$VENV_PY" -m ghostfim.bench.make_gguf --tokenizer-only --out "$OUT/tokenizer.gguf"
+"$VENV_PY" -m bench.make_gguf --tokenizer-only --out "$OUT/tokenizer.gguf"
 
 # 5. The files the replay types (bench/traces.py: default_sources), outside site-packages (those
 #    come with the wheels above), plus the llama.cpp sources it looks for (only ggml-alloc.c
@@ -109,7 +109,7 @@ fi
 "$VENV_PY" - "$OUT/traces.tar" <<'PY'
 import os, sys, tarfile
 from pathlib import Path
-from ghostfim.bench.traces import default_sources
+from bench.traces import default_sources
 
 files = [p for _, p in default_sources() if "site-packages" not in p.parts]
 sdist = Path.home() / ".cache/ghostfim/bench/llama_cpp_python-0.3.36.tar.gz"

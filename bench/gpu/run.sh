@@ -97,7 +97,7 @@ PY
 $PY - "$CPU" <<'PY' | tee "$OUT_DIR/llama.txt"
 import sys
 import llama_cpp
-from ghostfim.engine import device, native
+from ghostfim.engine.local import native; from ghostfim.engine.setup import device
 
 cuda = device.cuda_backend()
 print(f"llama_cpp {llama_cpp.__version__} from {llama_cpp.__file__}")
@@ -106,7 +106,7 @@ print(f"{cuda}; llama_supports_gpu_offload()={native.supports_gpu_offload()}")
 if sys.argv[1] == "0" and cuda.devices == 0:
     raise SystemExit("run.sh: llama.cpp sees no CUDA device: stopping before the replay")
 PY
-$PY -m ghostfim.lsp.cli doctor 2>&1 | grep -E '^\[|features' || true
+$PY -m ghostfim.cli.main doctor 2>&1 | grep -E '^\[|features' || true
 
 # 3. The files the replay types (the GPU image has no npm, Neovim or llama.cpp sources).
 if [ $CPU = 0 ]; then tar -xf .gpu/traces.tar -C / --skip-old-files; fi
@@ -116,7 +116,7 @@ if [ -f "$MODEL" ]; then
     step "reusing $MODEL"
 else
     step "write the random-weight 1.5B Q8_0 model"
-    $PY -m ghostfim.bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
+    $PY -m bench.make_gguf --shape qwen2.5-coder-1.5b --quant q8_0 \
         --tokenizer-from .gpu/tokenizer.gguf --out "$MODEL"
 fi
 
@@ -128,7 +128,7 @@ if [ $CPU = 1 ]; then
 fi
 export GHOSTFIM_TRACE=$OUT_DIR/trace.log
 step "replay: $FILES files x $LINES lines"
-$PY -m ghostfim.bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
+$PY -m bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
     --lines "$LINES" --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
 
 # 6. Against the targets.

@@ -1,1 +1,1 @@
-"""Completion-quality benchmark (`python -m ghostfim.bench.quality`): see bench/quality/run.py."""
+"""Completion-quality benchmark (`python -m bench.quality`): see bench/quality/run.py."""

@@ -1,3 +1,3 @@
-from ghostfim.bench.quality.run import main
+from bench.quality.run import main
 
 raise SystemExit(main())

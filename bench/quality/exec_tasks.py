@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ghostfim.bench.quality.tasks import (
+from bench.quality.tasks import (
     BLOCK_MAX_CHARS,
     BLOCK_MAX_LINES,
     BLOCK_MIN_LINES,

@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ghostfim.bench.quality.tasks import Task, read_source
+from bench.quality.tasks import Task, read_source
 
 if TYPE_CHECKING:
-    from ghostfim.bench.quality.systems import GhostfimSystem
+    from bench.quality.systems import GhostfimSystem
 
 MIN_LEAK_CHARS = 12  # a shorter expected text (`return x`) says nothing about a sibling
 
@@ -55,7 +55,7 @@ def neighbor_files(task: Task, n: int) -> list[tuple[Path, str]]:
 async def open_neighbors(system: GhostfimSystem, task: Task, folder_uri: str, n: int) -> list[str]:
     """Open the task's neighbours in ghostfim (before the task's own document); returns their
     URIs, for `system.close` after the task."""
-    from ghostfim.bench.quality.systems import LANGUAGE_IDS
+    from bench.quality.systems import LANGUAGE_IDS
 
     assert system.client is not None
     uris = []

@@ -1,11 +1,11 @@
 """Completion-quality benchmark: ghostfim vs. ghostfim without post-processing vs. llama-server.
 
-    python -m ghostfim.bench.quality [--model small] [--tasks 60] [--seed 7]
+    python -m bench.quality [--model small] [--tasks 60] [--seed 7]
                             [--systems ghostfim,ghostfim-raw,llama-server]
                             [--languages python,javascript,...] [--kinds line,rest,block]
                             [--exec-share 0.34] [--out docs/benchmarks-quality.json]
-    python -m ghostfim.bench.quality --list [--tasks 60]   # the tasks, no model
-    python -m ghostfim.bench.quality --count      # every task there is, per language and kind
+    python -m bench.quality --list [--tasks 60]   # the tasks, no model
+    python -m bench.quality --count      # every task there is, per language and kind
 
 Each task (bench/quality/tasks.py, exec_tasks.py) goes to every system in turn before the next
 task, all on the same model file: the two ghostfim arms run back to back on one server (the
@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ghostfim.bench.quality import exec_tasks, scoring
-from ghostfim.bench.quality.neighbors import open_neighbors
-from ghostfim.bench.quality.systems import GHOSTFIM_ARMS, GhostfimSystem, LlamaServerSystem, Outcome
-from ghostfim.bench.quality.tasks import (
+from bench.quality import exec_tasks, scoring
+from bench.quality.neighbors import open_neighbors
+from bench.quality.systems import GHOSTFIM_ARMS, GhostfimSystem, LlamaServerSystem, Outcome
+from bench.quality.tasks import (
     KINDS,
     LANGUAGES,
     Task,
@@ -88,7 +88,7 @@ def report_of(
     done = {r["task"] for r in records}
     pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1 :]]
     return {
-        "command": "python -m ghostfim.bench.quality " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.quality " + " ".join(sys.argv[1:]),
         "machine": {
             "platform": platform.platform(),
             "cpus": _cpu_count(),
@@ -109,7 +109,7 @@ def report_of(
 
 
 async def run(args: argparse.Namespace, tasks: Sequence[Task]) -> dict[str, Any]:
-    from ghostfim.engine.models import resolve_model
+    from ghostfim.engine.setup.models import resolve_model
 
     systems = [s for s in args.systems.split(",") if s]
     unknown = [s for s in systems if s not in SYSTEMS]
@@ -222,7 +222,7 @@ def count_available(args: argparse.Namespace) -> dict[str, Any]:
     """Every task the seed could draw: per language and kind, and execution tasks."""
     import random
 
-    from ghostfim.bench.quality.tasks import read_source
+    from bench.quality.tasks import read_source
 
     sources = discover_sources()
     excluded = {str(p) for p in exec_tasks.exec_module_paths()}

@@ -25,8 +25,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ghostfim.bench.llamavim import is_blank, leading_ws, render_hint
-from ghostfim.bench.quality.tasks import Task
+from bench.llamavim import is_blank, leading_ws, render_hint
+from bench.quality.tasks import Task
 from ghostfim.engine.timings import percentile
 
 Record = dict[str, Any]

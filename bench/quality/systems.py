@@ -8,10 +8,10 @@
   setting `postprocess: false`, switched by `workspace/didChangeConfiguration` between the two
   requests (all other settings unchanged), so both arms see the same prompt and the second one
   finds it in the KV cache: its latency is that of a warm prompt.
-- `llama-server`: llama.cpp's server (ghostfim.bench.llama_server) with the request llama.vim sends
+- `llama-server`: llama.cpp's server (bench.llama_server) with the request llama.vim sends
   (bench.llamavim: 256 lines before / 64 after, the line's text before the cursor as `prompt`,
   n_predict 128, n_indent, top_k 40 / top_p 0.90, t_max_predict_ms 250 for a first request),
-  its answer rendered and accepted as llama.vim does (ghostfim.bench.quality.scoring).
+  its answer rendered and accepted as llama.vim does (bench.quality.scoring).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ghostfim.bench.lspclient import LspProcess, Notification
-from ghostfim.bench.quality.tasks import Task
+from bench.quality.tasks import Task
+from tests.support.lspclient import LspProcess, Notification
 
 GHOSTFIM_ARMS = ("ghostfim", "ghostfim-raw")
 REQUEST_TIMEOUT_S = 300.0
@@ -74,7 +74,7 @@ class GhostfimSystem:
         command = shlex.split(os.environ.get("GHOSTFIM_BENCH_SERVER", "")) or [
             sys.executable,
             "-m",
-            "ghostfim.lsp.cli",
+            "ghostfim.cli.main",
             "serve",
         ]
         self.client = await LspProcess.start(command, env=self.env)
@@ -129,7 +129,7 @@ class GhostfimSystem:
         await self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     async def complete(self, task: Task, uri: str, *, postprocess: bool) -> Outcome:
-        from ghostfim.bench.quality.scoring import insert_at_cursor
+        from bench.quality.scoring import insert_at_cursor
 
         client = self.client
         assert client is not None
@@ -212,7 +212,7 @@ class LlamaServerSystem:
         t_max_predict_ms: int | None = None,
         seed: int | None = None,
     ) -> None:
-        from ghostfim.bench import llamavim
+        from bench import llamavim
 
         self.model_path = model_path
         self.threads = threads
@@ -230,7 +230,7 @@ class LlamaServerSystem:
     def start(self) -> None:
         import httpx
 
-        from ghostfim.bench import llama_server
+        from bench import llama_server
 
         binary = llama_server.ensure_llama_server()
         self.proc, self.base_url = llama_server.start_llama_server(
@@ -239,7 +239,7 @@ class LlamaServerSystem:
         self.http = httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
 
     async def stop(self) -> None:
-        from ghostfim.bench import llama_server
+        from bench import llama_server
 
         if self.http is not None:
             await self.http.aclose()
@@ -249,7 +249,7 @@ class LlamaServerSystem:
 
     def request_body(self, task: Task) -> dict[str, Any]:
         """What `llama#fim` sends for the task's cursor (a first request: no ring chunks)."""
-        from ghostfim.bench import llamavim
+        from bench import llamavim
 
         lines = task.document.split("\n")
         ctx = llamavim.local_context(lines, task.character, task.line, [], self.settings, -1)
@@ -259,8 +259,8 @@ class LlamaServerSystem:
         return body
 
     async def complete(self, task: Task) -> Outcome:
-        from ghostfim.bench import llamavim
-        from ghostfim.bench.quality.scoring import llamavim_accept
+        from bench import llamavim
+        from bench.quality.scoring import llamavim_accept
 
         body = self.request_body(task)
         sent = time.perf_counter()

@@ -540,7 +540,7 @@ def build_tasks(
     executed: Iterable[Task] | None = None,
 ) -> Selection:
     """The first n tasks of the seeded sequence (about exec_share of them execution tasks)."""
-    from ghostfim.bench.quality import exec_tasks
+    from bench.quality import exec_tasks
 
     found = discover_sources() if sources is None else sources
     exclude = frozenset(str(p) for p in exec_tasks.exec_module_paths())

@@ -1,7 +1,7 @@
 """The thin layer over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
 
-Only `ghostfim.engine.session` (the owner of the model and its KV cache) and
-`ghostfim.engine.doctor` use this module. We use the low-level API instead of
+Only `ghostfim.engine.local.session` (the owner of the model and its KV cache) and
+`ghostfim.engine.setup.doctor` use this module. We use the low-level API instead of
 `llama_cpp.Llama` on purpose:
 
 - `Llama.detokenize` drops token pieces longer than 32 bytes (code vocabularies have long

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ghostfim.engine.suggestions import Suggestion
+from ghostfim.engine.service.suggestions import Suggestion
 
 PREFIX_WINDOW_CHARS = 64_000  # text before the cursor handed to the prompt builder
 SUFFIX_WINDOW_CHARS = 16_000

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ghostfim.engine.cursor import (
+from ghostfim.engine.text.cursor import (
     CursorContext,
     closes_block,
     indent_of,

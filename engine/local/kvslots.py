@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ghostfim.engine.config import DEFAULTS
-from ghostfim.engine.prompt import common_prefix_len
+from ghostfim.engine.prompt.builder import common_prefix_len
 
 log = logging.getLogger("ghostfim.kvslots")
 

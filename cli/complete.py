@@ -13,12 +13,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from ghostfim.cli.main import UserError, parse_location
 from ghostfim.engine.backend import Completion, CompletionRequest
-from ghostfim.engine.loader import load_session
-from ghostfim.engine.models import ModelNotFoundError
-from ghostfim.engine.native import ModelLoadError
-from ghostfim.engine.session import ModelSession
-from ghostfim.lsp.cli import UserError, parse_location
+from ghostfim.engine.local.loading import load_session
+from ghostfim.engine.local.native import ModelLoadError
+from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.setup.models import ModelNotFoundError
 
 
 def split_at(text: str, line: int, col: int, path: Path) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ghostfim.engine.backend import Completion, ModelInfo
-from ghostfim.engine.documents import CursorState
+from ghostfim.engine.service.documents import CursorState
 from ghostfim.engine.timings import percentile
 
 

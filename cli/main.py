@@ -93,13 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_server(tcp=args.tcp, model=args.model)
         if args.command == "complete":
-            from ghostfim.lsp.complete_cmd import run_complete
+            from ghostfim.cli.complete import run_complete
 
             return run_complete(args)
         if args.command == "models":
             return _run_models(args)
         if args.command == "doctor":
-            from ghostfim.engine.doctor import run_doctor
+            from ghostfim.engine.setup.doctor import run_doctor
 
             return run_doctor()
     except UserError as exc:
@@ -116,7 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from ghostfim.engine.models import PRESET_NAMES, ModelNotFoundError, fetch_model, list_models
+    from ghostfim.engine.setup.models import (
+        PRESET_NAMES,
+        ModelNotFoundError,
+        fetch_model,
+        list_models,
+    )
 
     if args.fetch:
         if args.fetch not in PRESET_NAMES:

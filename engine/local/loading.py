@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ghostfim.engine.device import cuda_gpu_name
-from ghostfim.engine.kvslots import N_SLOTS
-from ghostfim.engine.models import PRESETS, models_dir, resolve_model
-from ghostfim.engine.session import ModelSession
+from ghostfim.engine.local.kvslots import N_SLOTS
+from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.setup.device import cuda_gpu_name
+from ghostfim.engine.setup.models import PRESETS, models_dir, resolve_model
 
 log = logging.getLogger("ghostfim.loader")
 
@@ -54,9 +54,9 @@ def load_session(
 
 def check_model(spec: str | None) -> None:
     """Raise what loading `spec` would raise for a file that is missing or broken, without
-    loading it (see ghostfim.engine.native.check_model_file). Presets are not checked: resolving one
-    may download it."""
-    from ghostfim.engine import native
+    loading it (see native.check_model_file). Presets are not checked: resolving one may
+    download it."""
+    from ghostfim.engine.local import native
 
     name = (spec or "").strip()
     if not name or name.lower() in PRESETS:

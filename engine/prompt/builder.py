@@ -22,7 +22,7 @@ import xxhash
 from cachetools import LRUCache
 
 from ghostfim.engine.config import DEFAULTS
-from ghostfim.engine.fim import FimTemplate
+from ghostfim.engine.prompt.fim import FimTemplate
 
 Tokenize = Callable[[str], list[int]]
 

@@ -23,7 +23,7 @@ from ghostfim.engine.backend import (
     finish,
     stop_policy,
 )
-from ghostfim.engine.documents import CursorState
+from ghostfim.engine.service.documents import CursorState
 from ghostfim.engine.timings import Timings
 from ghostfim.lsp.documents import cursor_state
 

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ghostfim.engine import build_flags
-from ghostfim.engine.device import (
+from ghostfim.engine.setup import build_flags
+from ghostfim.engine.setup.device import (
     CudaBackend,
     cuda_backend,
     cuda_gpu_compute_capability,
     cuda_gpu_name,
 )
-from ghostfim.engine.models import list_models
+from ghostfim.engine.setup.models import list_models
 
 PROBE_TIMEOUT_S = 180
 
@@ -31,7 +31,7 @@ def _probe_child(model_path: str) -> None:
     import time
 
     from ghostfim.engine.backend import CompletionRequest
-    from ghostfim.engine.session import ModelSession
+    from ghostfim.engine.local.session import ModelSession
 
     start = time.perf_counter()
     session = ModelSession.load(Path(model_path), calibrate=True)
@@ -149,7 +149,8 @@ def run_doctor() -> int:
         [
             sys.executable,
             "-c",
-            f"from ghostfim.engine.doctor import _probe_child; _probe_child({model['path']!r})",
+            "from ghostfim.engine.setup.doctor import _probe_child; "
+            f"_probe_child({model['path']!r})",
         ],
         capture_output=True,
         text=True,

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import time
 
-from ghostfim.engine.context import (
+from ghostfim.engine.context.ring import (
     CHANGE_PICK_S,
     ContextRing,
     ExtraContext,
     document_name,
     root_path,
 )
-from ghostfim.engine.documents import CursorState, DocumentRecord
+from ghostfim.engine.service.documents import CursorState, DocumentRecord
 
 
 class ContextFeed:

@@ -55,9 +55,9 @@ from urllib.parse import unquote, urlparse
 
 from cachetools import LRUCache
 
-from ghostfim.engine.fim import FimTemplate
-from ghostfim.engine.prompt import PromptParts
-from ghostfim.engine.speed import PrefillCostModel
+from ghostfim.engine.local.speed import PrefillCostModel
+from ghostfim.engine.prompt.builder import PromptParts
+from ghostfim.engine.prompt.fim import FimTemplate
 
 MAX_CHUNKS = 16  # chunks the ring holds (llama.vim's ring_n_chunks)
 CHUNK_LINES = 32  # lines a chunk holds at most (llama.vim picks half its ring_chunk_size, 64)

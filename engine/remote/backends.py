@@ -11,7 +11,7 @@ stats. These classes implement `ghostfim.engine.backend.CompletionBackend` over 
     ollama        POST /api/generate      raw FIM prompt (known family) or prompt + suffix
 
 Every request streams. Each streamed piece is checked against
-`ghostfim.engine.stops.StopPolicy`; when a stop rule fires (or the request is cancelled) the
+`ghostfim.engine.text.stops.StopPolicy`; when a stop rule fires (or the request is cancelled) the
 response is closed at once, and the server, seeing the connection drop, stops generating: that
 is the compute a stop rule saves.
 
@@ -50,9 +50,9 @@ from ghostfim.engine.backend import (
     stop_policy,
 )
 from ghostfim.engine.config import DEFAULTS
-from ghostfim.engine.fim import FimTemplate, Layout
-from ghostfim.engine.prompt import PromptBuilder
-from ghostfim.engine.stops import StopPolicy
+from ghostfim.engine.prompt.builder import PromptBuilder
+from ghostfim.engine.prompt.fim import FimTemplate, Layout
+from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
 log = logging.getLogger("ghostfim.remote")
@@ -144,7 +144,7 @@ class FimText:
         return f"{self.pre}{prefix}{self.suf}{suffix}{self.mid}"
 
 
-# The same families ghostfim.engine.fim detects from a vocabulary, here by their tokens' texts.
+# The same families engine/prompt/fim.py detects from a vocabulary, here by their tokens' texts.
 FIM_TEXTS: dict[str, FimText] = {
     "qwen": FimText(
         "qwen",

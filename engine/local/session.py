@@ -28,7 +28,6 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from ghostfim.engine import native
 from ghostfim.engine.backend import (
     NEVER_CANCELLED,
     Cancelled,
@@ -41,19 +40,20 @@ from ghostfim.engine.backend import (
     stop_policy,
 )
 from ghostfim.engine.config import DEFAULTS
-from ghostfim.engine.context import ExtraContextBuilder
-from ghostfim.engine.fim import FimTemplate, detect_template
-from ghostfim.engine.kvslots import (
+from ghostfim.engine.context.ring import ExtraContextBuilder
+from ghostfim.engine.local import native
+from ghostfim.engine.local.kvslots import (
     N_SLOTS,
     SLOT_FULL,
     KvSlots,
     SlotPlan,
 )
-from ghostfim.engine.prompt import Prompt, PromptBuilder, PromptParts, common_prefix_len
-from ghostfim.engine.speed import PrefillCostModel
-from ghostfim.engine.stops import StopPolicy
+from ghostfim.engine.local.speed import PrefillCostModel
+from ghostfim.engine.local.vocab import VocabIndex
+from ghostfim.engine.prompt.builder import Prompt, PromptBuilder, PromptParts, common_prefix_len
+from ghostfim.engine.prompt.fim import FimTemplate, detect_template
+from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
-from ghostfim.engine.vocab import VocabIndex
 
 log = logging.getLogger("ghostfim.session")
 
@@ -160,7 +160,7 @@ class ModelSession:
         snapshot_bytes: int = DEFAULTS.snapshot_bytes,
     ) -> ModelSession:
         """Load a GGUF file; n_gpu_layers=-1 offloads every layer when a CUDA GPU is usable."""
-        from ghostfim.engine.device import cuda_gpu_name, has_usable_cuda_gpu
+        from ghostfim.engine.setup.device import cuda_gpu_name, has_usable_cuda_gpu
 
         if n_gpu_layers < 0:
             n_gpu_layers = 999 if has_usable_cuda_gpu() else 0

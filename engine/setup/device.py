@@ -37,7 +37,9 @@ def cuda_gpu_name() -> str | None:
 
 def build_supports_gpu() -> bool:
     """Whether the installed llama.cpp was built with a GPU backend."""
-    from ghostfim.engine import native  # imported late: the CLI's `models` must not need llama.cpp
+    from ghostfim.engine.local import (
+        native,  # imported late: the CLI's `models` must not need llama.cpp
+    )
 
     return native.supports_gpu_offload()
 
@@ -64,7 +66,7 @@ def cuda_backend() -> CudaBackend:
     import llama_cpp
     from llama_cpp import _ggml
 
-    from ghostfim.engine import native  # late, as above
+    from ghostfim.engine.local import native  # late, as above
 
     native.init_backend()
     lib = _ggml.libggml

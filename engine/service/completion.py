@@ -33,20 +33,20 @@ from typing import Any, Literal, Protocol
 
 from ghostfim.engine.backend import Completion, CompletionBackend, CompletionRequest
 from ghostfim.engine.config import BackendSpec, EngineConfig, backend_spec
-from ghostfim.engine.context_feed import ContextFeed
-from ghostfim.engine.deadline import HOLD_LIMIT_S, answer_deadline_s
-from ghostfim.engine.documents import (
+from ghostfim.engine.context.feed import ContextFeed
+from ghostfim.engine.service.deadline import HOLD_LIMIT_S, answer_deadline_s
+from ghostfim.engine.service.documents import (
     Answer,
     CursorState,
     DocJob,
     DocumentRecord,
     GhostTarget,
 )
-from ghostfim.engine.postprocess import too_much_after_cursor
-from ghostfim.engine.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
-from ghostfim.engine.stats import LatencyLog, model_status, stats_payload
-from ghostfim.engine.suggestions import Suggestion, SuggestionCache
-from ghostfim.engine.switching import ModelSwitcher, close_backend
+from ghostfim.engine.service.host import ModelSwitcher, close_backend
+from ghostfim.engine.service.stats import LatencyLog, model_status, stats_payload
+from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.service.worker import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from ghostfim.engine.text.postprocess import too_much_after_cursor
 
 log = logging.getLogger("ghostfim.service")
 
@@ -171,7 +171,10 @@ class CompletionService:
     def _request(self, spec: BackendSpec) -> asyncio.Future[bool]:
         if spec.kind == "local":
             return self.request_model(spec)
-        from ghostfim.engine.remote import RemoteConfig, open_remote_backend  # httpx when used
+        from ghostfim.engine.remote.backends import (  # httpx when used
+            RemoteConfig,
+            open_remote_backend,
+        )
 
         remote = RemoteConfig(
             kind=spec.kind,
@@ -190,7 +193,7 @@ class CompletionService:
 
     def request_model(self, spec: BackendSpec) -> asyncio.Future[bool]:
         """Load the in-process model `spec` names, in the background."""
-        from ghostfim.engine.loader import check_model, load_session  # llama.cpp when needed
+        from ghostfim.engine.local.loading import check_model, load_session  # llama.cpp when needed
 
         def open_model(progress: Callable[[float], None]) -> CompletionBackend:
             c = self.config  # the budgets wanted when the load starts

@@ -1,7 +1,7 @@
 """Clean-up of a finished suggestion before it is shown. Each rule is one small function.
 
 Every rule takes the suggestion and the cursor's surroundings
-(ghostfim.engine.cursor.CursorContext) and returns the suggestion, shortened or emptied; none
+(ghostfim.engine.text.cursor.CursorContext) and returns the suggestion, shortened or emptied; none
 ever adds or rewrites text, so a rule can only remove what is wrong and the suggestion that
 survives is always a prefix-preserving cut of what the model wrote (the first line may lose
 indentation the editor already shows). The rules run in the order of RULES; `clean_suggestion`
@@ -31,7 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ghostfim.engine.cursor import CONTEXT_LINES, CursorContext, indent_of, repeats_typed_indent
+from ghostfim.engine.text.cursor import (
+    CONTEXT_LINES,
+    CursorContext,
+    indent_of,
+    repeats_typed_indent,
+)
 
 Rule = Callable[[str, CursorContext], str]
 
@@ -97,7 +102,7 @@ def drop_indent_already_typed(text: str, ctx: CursorContext) -> str:
     a model that writes `    return x` there would indent the line twice. The model may still
     write the rest of the indentation (cursor at column 0, or in the middle of the indentation):
     only indentation that would be deeper than any block at the cursor, while the model's alone
-    would not, is taken as re-typed (ghostfim.engine.cursor.repeats_typed_indent).
+    would not, is taken as re-typed (ghostfim.engine.text.cursor.repeats_typed_indent).
     """
     typed = ctx.line_before
     if not typed or not ctx.cursor_in_indentation:
@@ -118,7 +123,7 @@ def cut_at_indent_style_clash(text: str, ctx: CursorContext) -> str:
     The model's text is never rewritten: turning spaces into tabs would guess a tab width, and
     a line in the other style is the sign of a model copying code from elsewhere, so the
     suggestion ends before it (and is dropped if that is its first line). Files that mix both,
-    or say too little, are left alone (ghostfim.engine.cursor.indent_style).
+    or say too little, are left alone (ghostfim.engine.text.cursor.indent_style).
     """
     style = ctx.indent_style
     if style is None:
