@@ -197,7 +197,13 @@ def _encodable(text: str) -> str:
 
 
 def cursor_state(
-    uri: str, version: int, position: object, text: str, offset: int, line: int
+    uri: str,
+    version: int,
+    position: object,
+    text: str,
+    offset: int,
+    line: int,
+    language: str = "",
 ) -> CursorState:
     """What the engine needs of a cursor: windows of text either side, never the whole file."""
     prefix = text[max(0, offset - PREFIX_WINDOW_CHARS) : offset]
@@ -221,4 +227,5 @@ def cursor_state(
         doc_length=len(text),
         edge_before=text[max(0, offset - CONSISTENCY_CHARS) : offset],
         edge_after=text[offset : offset + CONSISTENCY_CHARS],
+        language=language,
     )

@@ -20,7 +20,7 @@ from pygls.protocol.language_server import lsp_method
 
 from ghostfim.engine.service.completion import CompletionService, CursorState
 from ghostfim.lsp import VERSION
-from ghostfim.lsp.documents import DocumentIndex, cursor_state
+from ghostfim.lsp.documents import DocumentIndex, cursor_state, units_to_chars
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
@@ -32,6 +32,14 @@ from ghostfim.lsp.textsync import (
 )
 
 log = logging.getLogger("ghostfim.server")
+
+# Accept signals (docs/protocol.md): every item carries this command, which LSP clients run
+# through workspace/executeCommand after a full accept; our clients also report an item shown
+# and a part of it taken, in the shapes GitHub Copilot's language server uses.
+ACCEPTED_COMMAND = "ghostfim.accepted"
+DID_SHOW = "textDocument/didShowCompletion"
+DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
+DID_DISMISS = "ghostfim/didDismissCompletion"
 
 
 class GhostfimProtocol(GuardedProtocol, SyncedProtocol):
@@ -252,7 +260,7 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         text, version = doc.source, doc.version or 0
         pos = params.position
         offset = request_offset(doc, pos)  # -32602 past the end; a long column clamps
-        state = cursor_state(uri, version, pos, text, offset, pos.line)
+        state = cursor_state(uri, version, pos, text, offset, pos.line, doc.language_id or "")
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         # Answered in bounded time (engine/deadline.py); held while the model loads.
         answer = await ls.service.complete(state, explicit=explicit)
@@ -260,13 +268,51 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
             return types.InlineCompletionList(items=[])
         # The range is the position the request was made at: a client that shows the item
         # after more typing replaces what was typed since (no doubled text on accept).
+        accepted = types.Command(
+            title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[answer.item_id]
+        )
         return types.InlineCompletionList(
             items=[
                 types.InlineCompletionItem(
-                    insert_text=answer.text, range=types.Range(start=pos, end=pos)
+                    insert_text=answer.text,
+                    range=types.Range(start=pos, end=pos),
+                    command=accepted,
                 )
             ]
         )
+
+    @server.command(ACCEPTED_COMMAND)
+    def accepted(ls: GhostfimServer, *args: Any) -> None:
+        """A full accept: the item's command, run by the client with the item's id."""
+        item_id = _item_id_of(args[0] if args else None)
+        if item_id is None or not ls.service.accepted(item_id):
+            log.info("%s for an unknown item %r", ACCEPTED_COMMAND, args[:1])
+
+    @server.feature(DID_SHOW)
+    def did_show(ls: GhostfimServer, params: Any = None) -> None:
+        item_id = _item_id_of(_field(params, "item"))
+        if item_id is not None:
+            ls.service.displayed(item_id)
+
+    @server.feature(DID_PARTIALLY_ACCEPT)
+    def did_partially_accept(ls: GhostfimServer, params: Any = None) -> None:
+        """`{item, acceptedLength}`: the first acceptedLength UTF-16 units of the item taken."""
+        item = _field(params, "item")
+        item_id = _item_id_of(item)
+        length = _field(params, "acceptedLength")
+        if item_id is None or not isinstance(length, int) or isinstance(length, bool):
+            log.warning("%s needs {item, acceptedLength}; ignored", DID_PARTIALLY_ACCEPT)
+            return
+        insert_text = _field(item, "insertText")
+        text = insert_text if isinstance(insert_text, str) else ""
+        chars = units_to_chars(text, length, "utf-16") if text else length
+        ls.service.partially_accepted(item_id, chars)
+
+    @server.feature(DID_DISMISS)
+    def did_dismiss(ls: GhostfimServer, params: Any = None) -> None:
+        item_id = _item_id_of(_field(params, "item"))
+        if item_id is not None:
+            ls.service.dismissed(item_id)
 
     @server.feature("ghostfim/status")
     def status(ls: GhostfimServer, _params: Any = None) -> dict[str, Any]:
@@ -279,6 +325,24 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         await ls.service.shutdown()
 
     return server
+
+
+def _field(value: Any, name: str) -> Any:
+    """A field of a notification's params (pygls hands unknown methods' params as objects)."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _item_id_of(value: Any) -> str | None:
+    """The item id in an accept signal: the id itself, or an item whose command carries it."""
+    if isinstance(value, str):
+        return value or None
+    command = _field(value, "command")
+    arguments = _field(command, "arguments")
+    if isinstance(arguments, (list, tuple)) and arguments and isinstance(arguments[0], str):
+        return arguments[0] or None
+    return None
 
 
 def watch_parent(pid: int) -> None:

@@ -357,3 +357,45 @@ async def test_requests_right_after_initialize_wait_for_the_model() -> None:
             assert items(await asyncio.wait_for(earlier, 5)) == []  # superseded, not held
     finally:
         assert await client.stop() == 0
+
+
+@pytest.mark.model
+async def test_accept_signals_round_trip() -> None:
+    """Items carry the accept command and the server lists it; a partial accept (our clients'
+    notification) and then running the command (what every LSP client does after a full
+    accept) count in ghostfim/status."""
+    client = await LspProcess.start(SERVER)
+    init = await client.initialize({"model": {"size": "small"}})
+    assert "ghostfim.accepted" in init["capabilities"]["executeCommandProvider"]["commands"]
+    assert (await client.wait_ready())["state"] == "ready"
+    try:
+        editor = editor_at_stddev(client)
+        await editor.open()
+        for ch in "return math.":
+            await editor.type(ch)
+        _, fut = await editor.request(trigger=1)
+        item = (await asyncio.wait_for(fut, 120))["items"][0]
+        text = item["insertText"]
+        assert item["command"]["command"] == "ghostfim.accepted", item
+        item_id = item["command"]["arguments"][0]
+        await client.notify("textDocument/didShowCompletion", {"item": item})
+        await client.notify(
+            "textDocument/didPartiallyAcceptCompletion", {"item": item, "acceptedLength": 4}
+        )
+        await editor.type(text[:4])  # the editor inserts the word it took
+        acceptance = (await client.call("ghostfim/status", None))["acceptance"]
+        assert (acceptance["partial"], acceptance["acceptedChars"]) == (1, 4), acceptance
+        await editor.type(text[4:])  # then the rest, and runs the item's command
+        await client.call(
+            "workspace/executeCommand", {"command": "ghostfim.accepted", "arguments": [item_id]}
+        )
+        acceptance = (await client.call("ghostfim/status", None))["acceptance"]
+        assert acceptance["accepted"] == 1 and acceptance["partial"] == 0, acceptance
+        assert acceptance["acceptedChars"] == len(text), acceptance
+        assert acceptance["acceptRate"] == 1.0, acceptance
+        # An id the server never gave is not an error (a late signal after a restart).
+        await client.call(
+            "workspace/executeCommand", {"command": "ghostfim.accepted", "arguments": ["nope"]}
+        )
+    finally:
+        assert await client.stop() == 0

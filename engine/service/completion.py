@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 from ghostfim.engine.backend import Completion, CompletionBackend, CompletionRequest
 from ghostfim.engine.config import BackendSpec, EngineConfig, backend_spec
 from ghostfim.engine.context.feed import ContextFeed
+from ghostfim.engine.service.acceptance import AcceptanceLog
 from ghostfim.engine.service.deadline import HOLD_LIMIT_S, answer_deadline_s
 from ghostfim.engine.service.documents import (
     Answer,
@@ -46,6 +47,7 @@ from ghostfim.engine.service.host import ModelSwitcher, close_backend
 from ghostfim.engine.service.stats import LatencyLog, model_status, stats_payload
 from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
 from ghostfim.engine.service.worker import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from ghostfim.engine.text.place import place_of
 from ghostfim.engine.text.postprocess import too_much_after_cursor
 
 log = logging.getLogger("ghostfim.service")
@@ -112,6 +114,7 @@ class CompletionService:
         self.error: str | None = None
         self.load_progress: tuple[str, int | None] | None = None  # what loads, how far
         self.latency = LatencyLog()
+        self.acceptance = AcceptanceLog()
         self.docs: dict[str, DocumentRecord] = {}
         self.context = ContextFeed()
         self.switcher = ModelSwitcher(_SwitchEvents(self), self._swap_in)
@@ -281,6 +284,7 @@ class CompletionService:
             "context": self.context.status(),
             "kv": session.kv_status() if session else None,
             "latency": self.latency.summary(),
+            "acceptance": self.acceptance.summary(),
             "recent": list(self.latency.recent),
             "work": None
             if session is None
@@ -327,13 +331,16 @@ class CompletionService:
         if job is not None and not job.suggestion.done:
             if not _typed_into(job.state, job.suggestion, text):
                 job.cancel()
+                self.acceptance.left(doc_id, time.monotonic())
             return
         ghost = record.ghost
         if ghost is not None and not _typed_into(ghost.state, ghost.suggestion, text, ghost.typed):
             record.ghost = None
+            self.acceptance.left(doc_id, time.monotonic())
             self.worker.preempt_background()
 
     def document_closed(self, doc_id: str) -> None:
+        self.acceptance.closed(doc_id)
         record = self.docs.pop(doc_id, None)
         if record is not None:
             if record.job is not None:
@@ -362,9 +369,45 @@ class CompletionService:
     def client_context(self, text: str, doc_id: str | None = None) -> int:
         return self.context.client_text(text, doc_id)
 
+    # --- accept signals (engine/service/acceptance.py) -----------------------------------------
+    def accepted(self, item_id: str) -> bool:
+        known = self.acceptance.accepted(item_id)
+        self.publish_status()
+        return known
+
+    def partially_accepted(self, item_id: str, chars: int) -> bool:
+        known = self.acceptance.partially_accepted(item_id, chars)
+        self.publish_status()
+        return known
+
+    def displayed(self, item_id: str) -> None:
+        self.acceptance.displayed(item_id, time.monotonic())
+
+    def dismissed(self, item_id: str) -> None:
+        self.acceptance.dismissed(item_id, time.monotonic())
+
+    def _shown(self, state: CursorState, answer: Answer, arrived: float, explicit: bool) -> Answer:
+        """A non-empty answer is an item on screen: it gets the id its accept will name."""
+        if not answer.text or answer.suggestion is None:
+            return answer
+        answer.item_id = self.acceptance.show(
+            state.doc_id,
+            answer.text,
+            place_of(state.language, state.prefix, state.suffix),
+            now=time.monotonic(),
+            ttgt_ms=(time.perf_counter() - arrived) * 1000,
+            explicit=explicit,
+            origin=answer.suggestion,
+        )
+        return answer
+
     # --- completion ----------------------------------------------------------------------------
     async def complete(self, state: CursorState, *, explicit: bool = False) -> Answer:
         arrived = time.perf_counter()
+        answer = await self._complete(state, explicit, arrived)
+        return self._shown(state, answer, arrived, explicit)
+
+    async def _complete(self, state: CursorState, explicit: bool, arrived: float) -> Answer:
         self._counter += 1
         number = self._counter
         record = self._doc(state.doc_id)
@@ -468,7 +511,7 @@ class CompletionService:
             else visible(suggestion.text)[len(typed) :]
         )
         self._publish_stats(state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)
-        return Answer(remaining, "cache")
+        return Answer(remaining, "cache", suggestion=suggestion)
 
     async def _complete_with_model(
         self,
@@ -510,6 +553,7 @@ class CompletionService:
                 and s.text.startswith(target.typed)
             ):
                 shown = visible(s.text)[len(target.typed) :]
+                self.acceptance.grown(target.state.doc_id, s, shown)
                 self.events.ghost_text(target.state, shown, s.done)
 
         suggestion.listeners.append(on_update)
@@ -555,10 +599,10 @@ class CompletionService:
             result: Completion = job_future.result()
             if result.cancelled:
                 return Answer("", "none", "cancelled")
-            return Answer(result.text, "model")
+            return Answer(result.text, "model", suggestion=suggestion)
         if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):
             return Answer("", "none", "cancelled")
-        return Answer(visible(suggestion.text), "model")
+        return Answer(visible(suggestion.text), "model", suggestion=suggestion)
 
     def _request_for(
         self, state: CursorState, mode: Literal["keystroke", "full"], max_tokens: int | None = None
@@ -659,6 +703,7 @@ class CompletionService:
         target = record.ghost
         if target is not None and target.state is state:
             record.ghost = GhostTarget(suggestion, state)
+            self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, result.text)
             self.events.ghost_text(state, result.text, True)
         if result.text:
             await self._prefetch(state, record, result.text, number)

@@ -26,6 +26,7 @@ class CursorState:
     doc_length: int
     edge_before: str = ""  # raw document text just before / after the cursor (line ends as
     edge_after: str = ""  # the document has them): an edit elsewhere must leave these intact
+    language: str = ""  # the editor's language id (acceptance statistics are kept by it)
 
     @property
     def rest_of_line(self) -> str:
@@ -38,6 +39,8 @@ class Answer:
     text: str
     source: Literal["model", "cache", "none"]
     reason: str = ""
+    item_id: str = ""  # the shown item's id, handed back by the editor on accept
+    suggestion: Suggestion | None = field(default=None, repr=False)  # what it shows
 
 
 @dataclass
