@@ -1,28 +1,34 @@
-"""`ghostfim complete FILE:LINE:COL [--type TEXT]`: the engine from the command line.
+"""`ghostfim complete FILE:LINE:COL [--type TEXT]`: the server's own path, from the command line.
 
-With --type, TEXT is typed at the cursor one character at a time inside this one process, and a
-completion follows each character: the smallest honest demonstration of KV reuse (each line of
-JSON says how many prompt tokens came from the cache and how many were decoded).
+The file is opened in a `CompletionService` (the object the LSP server drives), the model loads
+as it does for an editor, and an explicit request is made at the position. With --type, TEXT is
+then typed at the cursor one character at a time, at a typing pace, and each character is an
+automatic request, as an editor sends it: typed-through reuse, the debounce, supersession, the
+KV cache and the follow-ups all run. Each step prints the suggestion and where it came from
+(`model` or `cache`), with its timings: how many prompt tokens came from the KV cache and how
+many were decoded.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ghostfim.cli.main import UserError, parse_location
-from ghostfim.engine.backend import Completion, CompletionRequest
-from ghostfim.engine.local.loading import load_session
-from ghostfim.engine.local.native import ModelLoadError
-from ghostfim.engine.local.session import ModelSession
-from ghostfim.engine.setup.models import ModelNotFoundError
+from ghostfim.engine.config import EngineConfig
+from ghostfim.engine.service.completion import Answer, CompletionService, CursorState
+from ghostfim.engine.service.stats import RequestStats, ServiceStatus
+from ghostfim.lsp.documents import cursor_state
+
+STATS_WAIT_S = 120.0  # the longest an answer's job may run on after it was answered
 
 
-def split_at(text: str, line: int, col: int, path: Path) -> tuple[str, str]:
-    """Split text at a 1-based line and column (a column one past the end is the line's end)."""
+def split_at(text: str, line: int, col: int, path: Path) -> int:
+    """The offset of a 1-based line and column (a column one past the end is the line's end)."""
     lines = text.split("\n")
     if not 1 <= line <= len(lines):
         raise UserError(f"{path}: line {line} is outside the file (it has {len(lines)} lines)")
@@ -30,8 +36,7 @@ def split_at(text: str, line: int, col: int, path: Path) -> tuple[str, str]:
         raise UserError(
             f"{path}:{line}: column {col} is outside the line (1..{len(lines[line - 1]) + 1})"
         )
-    offset = sum(len(s) + 1 for s in lines[: line - 1]) + col - 1
-    return text[:offset], text[offset:]
+    return sum(len(s) + 1 for s in lines[: line - 1]) + col - 1
 
 
 def read_source(path: Path) -> str:
@@ -46,94 +51,158 @@ def read_source(path: Path) -> str:
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
-def completion_record(
-    c: Completion, session: ModelSession, typed: str, step: int
-) -> dict[str, object]:
-    t = c.timings
-    return {
-        "completion": c.text,
-        "timings": {
-            "ttft_ms": round(t.ttft_ms, 2),
-            "prefill_reused_tokens": t.prefill_reused_tokens,
-            "prefill_new_tokens": t.prefill_new_tokens,
-            "prefill_ms": round(t.prefill_ms, 2),
-            "decode_tokens": t.decode_tokens,
-            "decode_ms": round(t.decode_ms, 2),
-            "total_ms": round(t.total_ms, 2),
-            "prompt_ms": round(t.prompt_ms, 2),
-            "suffix_tokens": t.suffix_tokens,
-            "prefill_reuse_share": round(t.reuse_share, 4),
-        },
-        "model": {
-            "name": session.info.name,
-            "path": session.info.path,
-            "preset": session.info.preset,
-            "device": session.info.device,
-            "n_gpu_layers": session.info.n_gpu_layers,
-        },
-        "step": step,
-        "typed": typed,
-        "mode": c.mode,
-        "stop_reason": c.stop_reason,
-    }
+class StdoutSink:
+    """The service's events for a terminal: each request's stats are kept for its step."""
+
+    def __init__(self) -> None:
+        self.by_version: dict[int, RequestStats] = {}  # each request's, by document version
+        self.arrived = asyncio.Event()
+        self.problems: list[str] = []
+
+    def ghost_text(self, state: CursorState, text: str, done: bool) -> None:
+        del state, text, done  # each step prints its final suggestion instead
+
+    def stats(self, stats: RequestStats) -> None:
+        self.by_version[stats.version] = stats
+        self.arrived.set()
+
+    def status(self, status: ServiceStatus) -> None:
+        del status
+
+    def progress(self, message: str, percentage: int | None, done: bool) -> None:
+        del message, percentage, done
+
+    def problem(self, message: str) -> None:
+        self.problems.append(message)
+
+    async def stats_for(self, version: int) -> RequestStats | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STATS_WAIT_S
+        while version not in self.by_version and loop.time() < deadline:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                break
+        return self.by_version.get(version)
 
 
-def run_complete(args: argparse.Namespace) -> int:
-    path, line, col = parse_location(args.location)
-    prefix, suffix = split_at(read_source(path), line, col, path)
-    try:
-        session = load_session(
-            args.model,
-            n_gpu_layers=args.n_gpu_layers,
-            prefix_tokens=args.prefix_tokens,
-            suffix_tokens=args.suffix_tokens,
-            keystroke_prefill_ms=args.keystroke_prefill_ms,
-        )
-    except (ModelNotFoundError, ModelLoadError) as exc:
-        raise UserError(str(exc)) from None
-
-    def emit(c: Completion, typed: str, step: int) -> None:
-        if args.json:
-            sys.stdout.write(json.dumps(completion_record(c, session, typed, step)) + "\n")
-        else:
-            t = c.timings
-            sys.stdout.write(
-                f"{'─' * 8} step {step} typed {typed!r}\n{c.text}\n"
-                f"{'─' * 8} ttft {t.ttft_ms:.0f} ms, prompt {t.prefill_reused_tokens} cached + "
-                f"{t.prefill_new_tokens} new tokens ({t.prefill_ms:.0f} ms), "
-                f"{t.decode_tokens} generated ({t.decode_ms:.0f} ms), total {t.total_ms:.0f} ms\n"
-            )
-        sys.stdout.flush()
-
-    doc_id = str(path.resolve())
-    request = CompletionRequest(
-        prefix=prefix,
-        suffix=suffix,
-        doc_id=doc_id,
-        cursor_line=line - 1,
-        mode="full",
+def config_of(args: argparse.Namespace) -> EngineConfig:
+    model = args.model or ""
+    is_preset = model.lower() in ("tiny", "small", "medium", "large")
+    return EngineConfig(
+        model_size=model.lower() if is_preset else None,
+        model_path=None if is_preset or not model else model,
+        n_gpu_layers=args.n_gpu_layers,
         max_tokens=args.max_tokens,
         multiline=args.multiline,
         postprocess=args.postprocess,
+        prefix_tokens=args.prefix_tokens,
+        suffix_tokens=args.suffix_tokens,
+        keystroke_prefill_ms=args.keystroke_prefill_ms,
+        acceptance_stats=False,  # a demonstration teaches the filter nothing about the user
     )
-    emit(session.complete(request), "", 0)
-    if args.type_text:
-        # Keystrokes use their own KV slots (engine/session.py); prepare the wide keystroke
-        # window as the server does in the background, so the first typed character is warm.
-        session.complete(replace(request, mode="keystroke", max_tokens=0, background=True))
-    typed = ""
-    for step, ch in enumerate(args.type_text or "", start=1):
-        typed += ch
-        request = CompletionRequest(
-            prefix=prefix + typed,
-            suffix=suffix,
-            doc_id=doc_id,
-            cursor_line=line - 1 + typed.count("\n"),
-            mode="keystroke",
-            max_tokens=args.max_tokens,
-            multiline=args.multiline,
-            postprocess=args.postprocess,
+
+
+async def final_text(answer: Answer) -> str:
+    """What the editor shows once the suggestion's job has ended."""
+    suggestion = answer.suggestion
+    if answer.source != "model" or suggestion is None:
+        return answer.text
+    if not suggestion.done:
+        done = asyncio.Event()
+        suggestion.listeners.append(lambda s: done.set() if s.done else None)
+        await done.wait()
+    return suggestion.text
+
+
+def record(
+    answer: Answer, text: str, stats: RequestStats | None, service: CompletionService, step: int
+) -> dict[str, Any]:
+    info = service.host.backend.info if service.host.backend else None
+    s = stats
+    return {
+        "completion": text,
+        "source": answer.source,
+        "reason": answer.reason,
+        "timings": {
+            "ttft_ms": round(s.ttft_ms, 2) if s else 0.0,
+            "prefill_reused_tokens": s.reused_tokens if s else 0,
+            "prefill_new_tokens": s.new_tokens if s else 0,
+            "prefill_ms": round(s.prefill_ms, 2) if s else 0.0,
+            "decode_tokens": s.generated_tokens if s else 0,
+            "decode_ms": round(s.decode_ms, 2) if s else 0.0,
+            "total_ms": round(s.total_ms, 2) if s else 0.0,
+            "queue_ms": round(s.queue_ms, 2) if s else 0.0,
+            "prompt_ms": round(s.prompt_ms, 2) if s else 0.0,
+        },
+        "model": {
+            "name": info.name if info else None,
+            "path": info.path if info else None,
+            "preset": info.preset if info else None,
+            "device": info.device if info else None,
+            "n_gpu_layers": info.n_gpu_layers if info else 0,
+        },
+        "step": step,
+    }
+
+
+def emit(row: dict[str, Any], typed: str, as_json: bool) -> None:
+    row["typed"] = typed
+    if as_json:
+        sys.stdout.write(json.dumps(row) + "\n")
+    else:
+        t = row["timings"]
+        where = row["source"] if row["source"] != "none" else f"none ({row['reason']})"
+        work = (
+            f"ttft {t['ttft_ms']:.0f} ms, prompt {t['prefill_reused_tokens']} cached + "
+            f"{t['prefill_new_tokens']} new tokens ({t['prefill_ms']:.0f} ms), "
+            f"{t['decode_tokens']} generated ({t['decode_ms']:.0f} ms)"
+            if row["source"] == "model"
+            else "no model work"
         )
-        emit(session.complete(request), typed, step)
-    session.close()
+        sys.stdout.write(
+            f"{'─' * 8} step {row['step']} typed {typed!r}: {where}\n{row['completion']}\n"
+            f"{'─' * 8} {work}\n"
+        )
+    sys.stdout.flush()
+
+
+async def complete_in_service(args: argparse.Namespace) -> int:
+    path, line, col = parse_location(args.location)
+    text = read_source(path)
+    offset = split_at(text, line, col, path)
+    sink = StdoutSink()
+    service = CompletionService(sink)
+    try:
+        if not await service.configure(config_of(args)):
+            problem = service.host.error or (sink.problems[-1] if sink.problems else "")
+            raise UserError(problem.removeprefix("ghostfim: ") or "the model could not be loaded")
+        uri = path.resolve().as_uri()
+        service.document_opened(uri, text)
+        version = 1
+        state = cursor_state(uri, version, None, text, offset, line - 1)
+        answer = await service.complete(state, explicit=True)
+        row = record(answer, await final_text(answer), await sink.stats_for(version), service, 0)
+        emit(row, "", args.json)
+        typed = ""
+        for step, ch in enumerate(args.type_text or "", start=1):
+            await asyncio.sleep(args.pace_ms / 1000)
+            typed += ch
+            version += 1
+            text = text[:offset] + ch + text[offset:]
+            offset += 1
+            service.document_changed(uri, text)
+            line_now = text[:offset].count("\n")
+            state = cursor_state(uri, version, None, text, offset, line_now)
+            answer = await service.complete(state)
+            shown = await final_text(answer)
+            stats = await sink.stats_for(version) if answer.source != "none" else None
+            emit(record(answer, shown, stats, service, step), typed, args.json)
+    finally:
+        await service.shutdown()
     return 0
+
+
+def run_complete(args: argparse.Namespace) -> int:
+    return asyncio.run(complete_in_service(args))

@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ghostfim.engine import env
 from ghostfim.engine.config import DEFAULTS
 from ghostfim.lsp import VERSION
 
@@ -49,6 +49,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         dest="type_text",
         help="then type TEXT one character at a time, completing after each",
+    )
+    complete.add_argument(
+        "--pace-ms",
+        type=float,
+        default=150.0,
+        help="the pause before each typed character, after the previous suggestion is whole",
     )
     complete.add_argument("--max-tokens", type=int, default=64)
     complete.add_argument("--multiline", choices=("auto", "always", "never"), default="auto")
@@ -108,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the last line of defence: one line, unless debugging
-        if os.environ.get("GHOSTFIM_DEBUG"):
+        if env.debug():
             raise
         sys.stderr.write(f"ghostfim: error: {exc}\n")
         return EXIT_FAILURE
@@ -116,12 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from ghostfim.engine.setup.models import (
-        PRESET_NAMES,
-        ModelNotFoundError,
-        fetch_model,
-        list_models,
-    )
+    from ghostfim.engine.setup.fetch import ModelNotFoundError, fetch_model, list_models
+    from ghostfim.engine.setup.presets import PRESET_NAMES
 
     if args.fetch:
         if args.fetch not in PRESET_NAMES:

@@ -6,9 +6,10 @@ server, Ollama) is another. The service calls them from its single model thread;
 `CancelToken` may be set from any thread and must stop the work (a remote backend closes its
 stream so that the server stops generating).
 
-Both end a request the same way, `finish()`: the stop rules have cut the raw text, the clean-up
-rules make the suggestion an editor shows, and the `Completion` says what the service needs to
-decide its follow-ups (whether the prompt cut the suffix, whether a wider window is wanted).
+This module holds types only. Both backends end a request the same way, with
+`engine/text/finish.py`: the stop rules have cut the raw text, the clean-up rules make the
+suggestion an editor shows, and the `Completion` says what the service needs to decide its
+follow-ups (whether the prompt cut the suffix, whether a wider window is wanted).
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.ring import ExtraContext
-from ghostfim.engine.text.cursor import CursorContext
-from ghostfim.engine.text.postprocess import clean_suggestion
-from ghostfim.engine.text.stops import Multiline, StopPolicy
+from ghostfim.engine.text.stops import Multiline
 from ghostfim.engine.timings import Timings
 
 PromptMode = Literal["keystroke", "full"]
@@ -85,6 +85,7 @@ class Completion:
     # The keystroke prompt used the narrow start window: a background prefill of the wide
     # window (the same request, background=True, max_tokens=0) makes the next keystrokes better.
     widen: bool = False
+    filtered_chars: int = 0  # characters the confidence filter cut (engine/text/confidence.py)
 
 
 @dataclass(frozen=True)
@@ -96,17 +97,33 @@ class ModelInfo:
     n_gpu_layers: int
     family: str  # FIM template family
     n_ctx: int
+    memory_bytes: int = 0  # the weights, as loaded (0: not known, as for a remote server)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "preset": self.preset,
-            "device": self.device,
-            "n_gpu_layers": self.n_gpu_layers,
-            "fim": self.family,
-            "n_ctx": self.n_ctx,
-        }
+
+@dataclass(frozen=True)
+class KvEvent:
+    """A KV snapshot saved or restored (engine/local/kvslots.py)."""
+
+    kind: Literal["save", "restore"]
+    doc_id: str
+    tokens: int
+    bytes: int
+    ms: float
+
+
+@dataclass(frozen=True)
+class KvStatus:
+    """What a backend keeps of its KV cache across documents."""
+
+    snapshots: int
+    snapshot_bytes: int
+    snapshot_limit_bytes: int
+    saved: int
+    restored: int
+    dropped: int  # evicted by the byte bound
+    last_save_ms: float
+    last_restore_ms: float
+    recent: tuple[KvEvent, ...] = ()
 
 
 class CompletionBackend(Protocol):
@@ -126,52 +143,17 @@ class CompletionBackend(Protocol):
         a remote server). The explicit request deadline is sized from it."""
         ...
 
-    def set_budgets(
-        self,
-        prefix_tokens: int,
-        suffix_tokens: int,
-        keystroke_prefill_ms: float,
-        snapshot_bytes: int,
-    ) -> None:
+    def set_budgets(self, budgets: Budgets) -> BudgetsInEffect:
         """Change the prompt budgets and the RAM for KV snapshots in place (on the model
-        thread, between requests)."""
+        thread, between requests); the answer is what it can honour, and any clamp."""
         ...
 
     def forget_document(self, doc_id: str) -> None:
         """A document was closed: what is kept for it (KV snapshots) can go."""
         ...
 
-    def kv_status(self) -> dict[str, object] | None:
+    def kv_status(self) -> KvStatus | None:
         """What the backend keeps of its KV cache, for ghostfim/status (None: nothing)."""
         ...
 
     def close(self) -> None: ...
-
-
-def stop_policy(request: CompletionRequest) -> tuple[CursorContext, StopPolicy]:
-    """The cursor's surroundings and the stop rules for this request."""
-    ctx = CursorContext.around(request.prefix, request.suffix)
-    return ctx, StopPolicy.for_context(request.multiline, ctx)
-
-
-def finish(
-    request: CompletionRequest,
-    ctx: CursorContext,
-    raw: str,
-    reason: str,
-    timings: Timings,
-    *,
-    suffix_cut: bool = False,
-    widen: bool = False,
-) -> Completion:
-    """The end of every request, local or remote: the cleaned suggestion and what it says."""
-    return Completion(
-        clean_suggestion(raw, ctx, request.postprocess) if raw else "",
-        raw,
-        timings,
-        reason,
-        cancelled=reason == "cancelled",
-        mode=request.mode,
-        suffix_cut=suffix_cut,
-        widen=widen,
-    )

@@ -2,31 +2,70 @@
 
 `EngineConfig` is what the service runs with; the LSP server's settings (lsp/settings.py) are a
 camelCase table over these fields with a validator each, and the editors' settings declare the
-same ranges (tests/test_settings_sync.py holds them together).
+same ranges (tests/unit/lsp/test_settings_sync.py holds them together).
+
+`Budgets` is one frozen value for the four budgets that change in place, without reopening the
+backend: the prompt's prefix and suffix tokens, a keystroke's prefill time, the RAM for KV
+snapshots. It travels whole: to loading, to `set_budgets`, to the remote configuration. What a
+backend can honour is its own business (a KV slot holds so many tokens): it answers with the
+budgets in effect and the clamps it applied (engine/prompt/builder.py `fit_budgets`).
 
 `BackendSpec` is the backend's identity: what to open (the local model and its GPU layers, or
-a remote server) plus the prompt budgets. Two specs that differ only in budgets are the same
-backend reconfigured in place (`same_backend`); any other difference opens a new one.
+a remote server) plus the budgets. Two specs that differ only in budgets are the same backend
+reconfigured in place (`same_backend`); any other difference opens a new one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
+from ghostfim.engine.setup.presets import PRESET_NAMES, model_identity
 from ghostfim.engine.text.stops import Multiline
 
 BackendKind = Literal["local", "llama-server", "openai", "ollama"]
+FilterMode = Literal["adaptive", "fixed", "off"]
 
-MODEL_SIZES = ("tiny", "small", "medium", "large")
+MODEL_SIZES = PRESET_NAMES
 MULTILINE_MODES: tuple[Multiline, ...] = ("auto", "always", "never")
 BACKENDS: tuple[BackendKind, ...] = ("local", "llama-server", "openai", "ollama")
+FILTER_MODES: tuple[FilterMode, ...] = ("adaptive", "fixed", "off")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    prefix_tokens: int
+    suffix_tokens: int
+    keystroke_prefill_ms: float  # a keystroke's prefill budget (whole suffix if it fits)
+    kv_snapshot_mb: int  # RAM for per-document KV snapshots (engine/local/kvslots.py)
+
+    @property
+    def snapshot_bytes(self) -> int:
+        return self.kv_snapshot_mb * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """A budget a backend could not honour, and why (reported, never silent)."""
+
+    budget: str  # the Budgets field
+    asked: float
+    effective: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class BudgetsInEffect:
+    """What a backend runs with: the budgets asked for, as far as it can honour them."""
+
+    effective: Budgets
+    clamps: tuple[Clamp, ...] = ()
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     enable: bool = True
-    model_size: str | None = None  # None: small on a CPU, medium with a CUDA GPU
+    model_size: str | None = None  # None: small on a CPU, medium when layers run on a GPU
     model_path: str | None = None  # a GGUF file; wins over model_size
     n_gpu_layers: int = -1  # -1: every layer when a CUDA GPU is usable
     debounce_ms: float | None = None  # None: adaptive (follows the typing rhythm)
@@ -34,12 +73,16 @@ class EngineConfig:
     multiline: Multiline = "auto"
     prefix_tokens: int = 768
     suffix_tokens: int = 256
-    keystroke_prefill_ms: float = 80.0  # a keystroke's prefill budget (whole suffix if it fits)
+    keystroke_prefill_ms: float = 80.0
+    kv_snapshot_mb: int = 256
     max_rest_of_line: int = 8  # no automatic suggestion when more follows the cursor
-    postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: comparisons)
-    extra_context: bool = False  # chunks of other files before full prompts (engine/context.py)
+    postprocess: bool = True  # the clean-up rules of engine/text/postprocess.py (off: benchmarks)
+    # Confidence: cut a suggestion where the model stops being sure, and show nothing where
+    # users refuse (engine/service/filter.py). "off" shows what the model wrote.
+    filter: FilterMode = "adaptive"
+    acceptance_stats: bool = True  # keep acceptance statistics on this machine (never sent)
+    extra_context: bool = False  # chunks of other files before full prompts (engine/context/)
     extra_context_tokens: int | None = None  # their token budget; None: auto, 0: off
-    kv_snapshot_mb: int = 256  # RAM for per-document KV snapshots (engine/kvslots.py)
     backend: BackendKind = "local"
     backend_url: str = ""  # empty: the server's default port on 127.0.0.1
     backend_model: str = ""
@@ -52,11 +95,17 @@ class EngineConfig:
         return self.model_path or self.model_size
 
     @property
-    def snapshot_bytes(self) -> int:
-        return self.kv_snapshot_mb * 1024 * 1024
+    def budgets(self) -> Budgets:
+        return Budgets(
+            self.prefix_tokens,
+            self.suffix_tokens,
+            self.keystroke_prefill_ms,
+            self.kv_snapshot_mb,
+        )
 
 
 DEFAULTS = EngineConfig()  # what the layers below take when they are not told otherwise
+DEFAULT_BUDGETS = DEFAULTS.budgets
 
 
 @dataclass(frozen=True)
@@ -64,25 +113,17 @@ class BackendSpec:
     """A backend's identity (hashable): what is opened, and the budgets it runs with."""
 
     kind: BackendKind
-    identity: str | None  # local: the model file (see loader.model_identity); remote: the URL
+    identity: str | None  # local: the model file (presets.model_identity); remote: the URL
     model: str | None = field(default=None, compare=False)  # local: what the loader is asked
     n_gpu_layers: int = DEFAULTS.n_gpu_layers
     remote_model: str = DEFAULTS.backend_model
     api_key_env: str = DEFAULTS.backend_api_key_env
     timeout_ms: float = DEFAULTS.backend_timeout_ms
-    snapshot_bytes: int = 0  # remote backends keep none
-    prefix_tokens: int = DEFAULTS.prefix_tokens
-    suffix_tokens: int = DEFAULTS.suffix_tokens
+    budgets: Budgets = field(default=DEFAULT_BUDGETS, compare=False)  # change in place
 
     def same_backend(self, other: object) -> bool:
-        """Whether other opens the same backend (only the budgets may differ: the prompt's
-        and the snapshots' RAM, which change in place)."""
-        if not isinstance(other, BackendSpec):
-            return False
-        return self._without_budgets() == other._without_budgets()
-
-    def _without_budgets(self) -> BackendSpec:
-        return replace(self, prefix_tokens=0, suffix_tokens=0, snapshot_bytes=0)
+        """Whether other opens the same backend (only the budgets may differ)."""
+        return isinstance(other, BackendSpec) and self == other
 
     @property
     def label(self) -> str:
@@ -94,17 +135,13 @@ class BackendSpec:
 def backend_spec(config: EngineConfig, default_model: str | None = None) -> BackendSpec:
     """The backend a configuration asks for."""
     if config.backend == "local":
-        from ghostfim.engine.local.loading import model_identity  # imported late: llama.cpp
-
         model = config.model_spec or default_model
         return BackendSpec(
             "local",
             model_identity(model),  # a preset and its cached file's path are one model
             model,
             n_gpu_layers=config.n_gpu_layers,
-            snapshot_bytes=config.snapshot_bytes,
-            prefix_tokens=config.prefix_tokens,
-            suffix_tokens=config.suffix_tokens,
+            budgets=config.budgets,
         )
     return BackendSpec(
         config.backend,
@@ -112,6 +149,5 @@ def backend_spec(config: EngineConfig, default_model: str | None = None) -> Back
         remote_model=config.backend_model,
         api_key_env=config.backend_api_key_env,
         timeout_ms=config.backend_timeout_ms,
-        prefix_tokens=config.prefix_tokens,
-        suffix_tokens=config.suffix_tokens,
+        budgets=config.budgets,
     )

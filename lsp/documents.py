@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from cachetools import LRUCache
 
 from ghostfim.engine.service.documents import (
     CONSISTENCY_CHARS,
@@ -146,44 +145,29 @@ def chars_to_units(text: str, encoding: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def offset_in(index: LineIndex, text: str, line: int, character: int, encoding: str) -> int:
-    """The character offset of an LSP position; a column past the line's end clamps to it.
+def locate(
+    index: LineIndex, text: str, line: int, character: int, encoding: str
+) -> tuple[int, str | None]:
+    """The character offset of an LSP position, and what is wrong with it (None: nothing).
 
-    Raises PositionError for negative positions and lines past the end (the line just past
-    the last one is accepted at column 0: the end of the document).
+    The one position-to-offset conversion. A column past the end of its line is legal LSP and
+    means the end of the line. Anything else outside the document (a negative line or column, a
+    line past the end: the line just past the last one is accepted at column 0, the end of the
+    document) is clamped to the nearest offset, as vscode-languageserver-textdocument does, and
+    named: a request treats that as an error, an edit applies it clamped and says so.
     """
-    if line < 0 or character < 0:
-        raise PositionError(f"negative position {line}:{character}")
+    if line < 0:
+        return 0, f"line {line} is negative"
     if line >= index.line_count:
         if line == index.line_count and character == 0:
-            return index.length
-        raise PositionError(
+            return index.length, None
+        return index.length, (
             f"line {line} is past the end of the document ({index.line_count} lines)"
         )
     start, end = index.line_start(line), index.line_end(text, line)
-    return start + units_to_chars(text[start:end], character, encoding)
-
-
-class DocumentIndex:
-    """Line indexes for documents, cached per (uri, version)."""
-
-    def __init__(self) -> None:
-        self._cache: LRUCache[tuple[str, int | None, int], LineIndex] = LRUCache(maxsize=16)
-
-    def index(self, uri: str, version: int | None, text: str) -> LineIndex:
-        key = (uri, version, len(text))
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = LineIndex.of(text)
-        return found
-
-    def offset_at(
-        self, uri: str, version: int | None, text: str, line: int, character: int, encoding: str
-    ) -> int:
-        """The character offset of an LSP position; a column past the line's end clamps to it."""
-        if line < 0 or character < 0:
-            raise PositionError(f"negative position {line}:{character}")
-        return offset_in(self.index(uri, version, text), text, line, character, encoding)
+    if character < 0:
+        return start, f"character {character} is negative"
+    return start + units_to_chars(text[start:end], character, encoding), None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -49,6 +49,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+from ghostfim.engine import env
+
 log = logging.getLogger("ghostfim.rpc")
 
 UINTEGER_MAX = 2**31 - 1
@@ -307,8 +309,8 @@ class GuardedProtocol(LanguageServerProtocol):
     def _secrets(self) -> list[bytes]:
         """The API key of the configured remote backend, read where the backend reads it."""
         settings = getattr(self._server, "settings", None)
-        env = getattr(settings, "backend_api_key_env", "")
-        key = os.environ.get(env, "") if isinstance(env, str) and env else ""
+        name = getattr(settings, "backend_api_key_env", "")
+        key = env.secret(name) if isinstance(name, str) else ""
         # A key this short would match ordinary text; real keys are far longer.
         return [key.encode()] if len(key) >= 8 and key.isascii() else []
 

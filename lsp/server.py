@@ -12,15 +12,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Generator, Hashable
+from collections.abc import Generator
 from typing import Any, ClassVar
 
 from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
+from ghostfim.engine import env
 from ghostfim.engine.service.completion import CompletionService, CursorState
+from ghostfim.engine.service.stats import RequestStats, ServiceStatus
 from ghostfim.lsp import VERSION
-from ghostfim.lsp.documents import DocumentIndex, cursor_state, units_to_chars
+from ghostfim.lsp.documents import cursor_state, units_to_chars
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
@@ -30,6 +32,7 @@ from ghostfim.lsp.textsync import (
     register_debug_features,
     request_offset,
 )
+from ghostfim.lsp.wire import stats_json, status_json
 
 log = logging.getLogger("ghostfim.server")
 
@@ -82,11 +85,11 @@ class LspEvents:
             },
         )
 
-    def stats(self, payload: dict[str, Any]) -> None:
-        self.server.protocol.notify("ghostfim/stats", payload)
+    def stats(self, stats: RequestStats) -> None:
+        self.server.protocol.notify("ghostfim/stats", stats_json(stats))
 
-    def status(self, payload: dict[str, Any]) -> None:
-        self.server.protocol.notify("ghostfim/statusChanged", payload)
+    def status(self, status: ServiceStatus) -> None:
+        self.server.protocol.notify("ghostfim/statusChanged", status_json(status))
 
     def problem(self, message: str) -> None:
         self.server.window_show_message(
@@ -132,7 +135,6 @@ class GhostfimServer(GuardedServer):
         self.default_model = default_model
         self.events = LspEvents(self)
         self.service = CompletionService(self.events)
-        self.documents = DocumentIndex()
         self._init_problems: list[str] = []
         self.log_handler = LspLogHandler(self)
 
@@ -157,11 +159,6 @@ class GhostfimServer(GuardedServer):
         """Run with the settings: the backend they name loads (or hot-switches) in the
         background; budgets change in place."""
         self.service.configure(self.settings, self.default_model)
-
-    @property
-    def loaded_spec(self) -> Hashable:
-        """What the serving backend was opened for (None while none serves)."""
-        return self.service.session_key
 
 
 def build_server(default_model: str | None = None) -> GhostfimServer:
@@ -316,7 +313,7 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
 
     @server.feature("ghostfim/status")
     def status(ls: GhostfimServer, _params: Any = None) -> dict[str, Any]:
-        return ls.service.status()
+        return status_json(ls.service.status())
 
     register_debug_features(server)  # ghostfim/documentText, with GHOSTFIM_DEBUG_PROTOCOL=1
 
@@ -399,7 +396,7 @@ def run_server(tcp: str | None = None, model: str | None = None) -> int:
     root.setLevel(logging.INFO)
     root.propagate = False
     logging.getLogger("ghostfim.llama").setLevel(logging.WARNING)
-    if trace_path := os.environ.get("GHOSTFIM_TRACE"):
+    if trace_path := env.trace_path():
         # Every model job and prompt, with millisecond times, to a file (never the client).
         trace = logging.FileHandler(trace_path, encoding="utf-8")
         trace.setFormatter(logging.Formatter("%(relativeCreated).1f %(name)s %(message)s"))

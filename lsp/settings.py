@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ghostfim.engine.config import BACKENDS, MODEL_SIZES, MULTILINE_MODES, EngineConfig
+from ghostfim.engine.config import (
+    BACKENDS,
+    FILTER_MODES,
+    MODEL_SIZES,
+    MULTILINE_MODES,
+    EngineConfig,
+)
 
 Settings = EngineConfig  # the server's settings are the engine's configuration
 
@@ -106,6 +112,8 @@ KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "keystrokePrefillMs": ("keystroke_prefill_ms", NumberRange(1, 10_000)),
     "maxRestOfLine": ("max_rest_of_line", IntRange(0, 10_000)),
     "postprocess": ("postprocess", _bool),
+    "filter": ("filter", _choice(FILTER_MODES)),
+    "acceptanceStats": ("acceptance_stats", _bool),
     "extraContext": ("extra_context", _bool),
     "extraContextTokens": ("extra_context_tokens", IntRange(0, 16_384, auto=True)),
     "backend": ("backend", _choice(BACKENDS)),
@@ -162,6 +170,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     if isinstance(raw.get("model"), Mapping):
         # A `model` object names the model whole: a size alone is no longer a path's.
         flat = {"model.size": None, "model.path": None, **flat}
+    model_invalid = False
     for key, value in flat.items():
         if key not in KEYS:
             problems.append(f"unknown setting ghostfim.{key} (ignored)")
@@ -170,30 +179,18 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         try:
             changes[name] = validate(value)
         except ValueError as exc:
+            model_invalid = model_invalid or key.startswith("model.")
             problems.append(
                 f"ghostfim.{key}: {value!r} is invalid ({exc}); keeping {_shown(base, name)!r}"
             )
+    if model_invalid:
+        # The model is named as a whole: one bad part keeps all of it (what serves now). A
+        # size typo must not read as "no size, no path" and load the default over it.
+        changes.pop("model_size", None)
+        changes.pop("model_path", None)
     return replace(base, **changes), problems
 
 
 def _shown(settings: Settings, name: str) -> Any:
     value = getattr(settings, name)
     return "auto" if value is None and name in AUTO_FIELDS else value
-
-
-def settings_to_client(settings: Settings) -> dict[str, Any]:
-    """The settings in the client's shape (camelCase, model nested)."""
-    out: dict[str, Any] = {}
-    by_field = {name: key for key, (name, _) in KEYS.items()}
-    for f in fields(settings):
-        key = by_field.get(f.name)
-        if key is None:
-            continue
-        value = getattr(settings, f.name)
-        if f.name in AUTO_FIELDS and value is None:
-            value = "auto"
-        if key.startswith("model."):
-            out.setdefault("model", {})[key.split(".", 1)[1]] = value
-        else:
-            out[key] = value
-    return out

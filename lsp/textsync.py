@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Generator, Sequence
 from typing import Any
 from urllib.parse import unquote
@@ -36,17 +35,16 @@ from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
+from ghostfim.engine import env
 from ghostfim.lsp.documents import (
     LineIndex,
     PositionError,
     chars_to_units,
-    offset_in,
-    units_to_chars,
+    locate,
 )
 
 log = logging.getLogger("ghostfim.sync")
 
-DEBUG_ENV = "GHOSTFIM_DEBUG_PROTOCOL"
 DOCUMENT_TEXT = "ghostfim/documentText"
 
 
@@ -101,7 +99,10 @@ class SyncedDocument(TextDocument):
 
     def offset_at(self, line: int, character: int) -> int:
         """The offset of a request's position; PositionError when it is not in the document."""
-        return offset_in(self.index, self.source, line, character, self.encoding)
+        offset, problem = locate(self.index, self.source, line, character, self.encoding)
+        if problem is not None:
+            raise PositionError(problem)
+        return offset
 
     def offset_at_position(self, client_position: types.Position) -> int:
         return self.clamped_offset(client_position)[0]
@@ -109,21 +110,7 @@ class SyncedDocument(TextDocument):
     def clamped_offset(self, position: types.Position) -> tuple[int, str | None]:
         """The offset of an edit's position, clamped as vscode-languageserver-textdocument does,
         and what was wrong with it (None when the position is in the document)."""
-        line, character = position.line, position.character
-        index, text = self.index, self.source
-        if line < 0:
-            return 0, f"line {line} is negative"
-        if line >= index.line_count:
-            if line == index.line_count and character == 0:
-                return index.length, None
-            return index.length, (
-                f"line {line} is past the end of the document ({index.line_count} lines)"
-            )
-        start, end = index.line_start(line), index.line_end(text, line)
-        if character < 0:
-            return start, f"character {character} is negative"
-        # A column past the end of the line is legal LSP: it means the end of the line.
-        return start + units_to_chars(text[start:end], character, self.encoding), None
+        return locate(self.index, self.source, position.line, position.character, self.encoding)
 
     def position_at(self, offset: int) -> types.Position:
         """The LSP position of an offset, in the document's encoding."""
@@ -259,7 +246,7 @@ def request_offset(doc: SyncedDocument, position: types.Position) -> int:
 def register_debug_features(server: LanguageServer) -> bool:
     """`ghostfim/documentText`, only when GHOSTFIM_DEBUG_PROTOCOL=1 (tests and fuzzers use it
     to compare the server's text with the client's; editors never need it)."""
-    if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
+    if not env.debug_protocol():
         return False
 
     @server.feature(DOCUMENT_TEXT)

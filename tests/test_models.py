@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from ghostfim.engine.setup import models
-from ghostfim.engine.setup.models import (
+from ghostfim.engine.env import cache_dir
+from ghostfim.engine.setup import fetch as models
+from ghostfim.engine.setup.fetch import (
     PRESET_NAMES,
     PRESETS,
     ModelNotFoundError,
@@ -26,7 +27,6 @@ from ghostfim.engine.setup.models import (
     ModelVerificationError,
     ResolvedModel,
     assemble_parts,
-    cache_dir,
     default_preset,
     fetch_model,
     find_cached,
@@ -126,8 +126,8 @@ def test_cache_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_default_preset() -> None:
-    assert default_preset(has_cuda_gpu=True) == "medium"
-    assert default_preset(has_cuda_gpu=False) == "small"
+    assert default_preset(gpu_offload=True) == "medium"
+    assert default_preset(gpu_offload=False) == "small"
 
 
 # --------------------------------------------------------------------------- explicit paths

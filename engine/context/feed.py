@@ -1,4 +1,4 @@
-"""What feeds the ring of chunks from other files (engine/context.py), from editor events.
+"""What feeds the ring of chunks from other files (engine/context/ring.py), from editor events.
 
 An opened document gives its top (imports, first definitions: LSP tells no cursor); an edited
 one the chunk around the edit, at most once a CHANGE_PICK_S (the ring must not move with
@@ -10,21 +10,33 @@ ring holds, when `extra_context` is on.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ghostfim.engine.context.ring import (
     CHANGE_PICK_S,
     ContextRing,
     ExtraContext,
+    RingStatus,
     document_name,
     root_path,
 )
-from ghostfim.engine.service.documents import CursorState, DocumentRecord
+
+Left = tuple[str, str, int]  # a document the user left: its id, its text, the cursor's line
+
+
+@dataclass
+class _Where:
+    """Per document: the line last edited or completed at, and when it last gave a chunk."""
+
+    line: int | None = None
+    picked: float | None = None  # monotonic seconds
 
 
 class ContextFeed:
     def __init__(self) -> None:
         self.ring = ContextRing()
         self.workspace_roots: list[str] = []
+        self._docs: dict[str, _Where] = {}
 
     def set_workspace_roots(self, roots: list[str]) -> None:
         """Workspace folders (URIs or paths): chunks are named relative to them."""
@@ -33,57 +45,54 @@ class ContextFeed:
     def _name(self, doc_id: str) -> str:
         return document_name(doc_id, self.workspace_roots)
 
-    def _pick(self, doc_id: str, record: DocumentRecord, text: str, line: int | None) -> None:
-        record.context_picked = time.monotonic()
+    def _where(self, doc_id: str) -> _Where:
+        return self._docs.setdefault(doc_id, _Where())
+
+    def _pick(self, doc_id: str, text: str, line: int | None) -> None:
+        self._where(doc_id).picked = time.monotonic()
         self.ring.pick(text, self._name(doc_id), doc_id, line)
 
-    def opened(self, doc_id: str, record: DocumentRecord, text: str) -> None:
-        self._pick(doc_id, record, text, None)
+    def opened(self, doc_id: str, text: str) -> None:
+        self._pick(doc_id, text, None)
 
-    def edited(self, doc_id: str, record: DocumentRecord, text: str, line: int | None) -> None:
+    def edited(self, doc_id: str, text: str, line: int | None) -> None:
+        where = self._where(doc_id)
         if line is not None:
-            record.context_line = line
-        picked = record.context_picked
-        if picked is not None and time.monotonic() - picked < CHANGE_PICK_S:
+            where.line = line
+        if where.picked is not None and time.monotonic() - where.picked < CHANGE_PICK_S:
             return
-        self._pick(doc_id, record, text, record.context_line)
+        self._pick(doc_id, text, where.line)
 
-    def saved(self, doc_id: str, record: DocumentRecord, text: str) -> None:
-        self._pick(doc_id, record, text, record.context_line)
+    def saved(self, doc_id: str, text: str) -> None:
+        self._pick(doc_id, text, self._where(doc_id).line)
 
     def client_text(self, text: str, doc_id: str | None = None) -> int:
         """Text the client sends (`ghostfim/context`); returns the chunks queued."""
         name = self._name(doc_id) if doc_id else "snippet"
         return self.ring.add_text(text, name, doc_id or "")
 
-    def cursor_moved(
-        self,
-        state: CursorState,
-        record: DocumentRecord,
-        left: CursorState | None,
-        left_record: DocumentRecord | None,
-    ) -> None:
-        """Where the user completes is where the next save's chunk is picked; a document the
-        user left (still open) gives the chunk around its last cursor."""
-        record.context_line = state.cursor_line
-        if left is not None and left_record is not None and left.doc_id != state.doc_id:
-            self._pick(left.doc_id, left_record, left.prefix + left.suffix, left.prefix.count("\n"))
+    def cursor_moved(self, doc_id: str, line: int, left: Left | None = None) -> None:
+        """A completion at `line` of `doc_id`: where the next save's chunk is picked. When the
+        previous completion was in another (still open) document, `left` is that document, its
+        text and its line then: it gives the chunk around its last cursor."""
+        self._where(doc_id).line = line
+        if left is not None and left[0] != doc_id and left[0] in self._docs:
+            self._pick(*left)
 
     def closed(self, doc_id: str) -> None:
+        self._docs.pop(doc_id, None)
         self.ring.forget(doc_id)
 
-    def for_prompt(
-        self, state: CursorState, enabled: bool, budget: int | None
-    ) -> ExtraContext | None:
-        """What a full prompt for `state` gets from the ring (None when switched off)."""
+    def for_prompt(self, doc_id: str, enabled: bool, budget: int | None) -> ExtraContext | None:
+        """What a full prompt in `doc_id` gets from the ring (None when switched off)."""
         if not enabled or budget == 0:
             return None
-        chunks = self.ring.snapshot(state.doc_id)
+        chunks = self.ring.snapshot(doc_id)
         if not chunks:
             return None
         roots = self.workspace_roots
         project = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
-        return ExtraContext(chunks, self._name(state.doc_id), project, budget)
+        return ExtraContext(chunks, self._name(doc_id), project, budget)
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> RingStatus:
         return self.ring.status()

@@ -18,8 +18,9 @@ the whole context) and kept with their token list in a RAM LRU bounded in bytes.
 shares more with a snapshot than with any slot, the snapshot is restored into the slot it goes
 to (`llama_state_seq_set_data`), and the prompt costs what a warm keystroke costs.
 
-Planning (`plan_*`) only reads; `prepare` carries a plan out. Not thread-safe: the session
-calls it under its lock, on the model thread.
+Planning (`plan_*`) only reads; `prepare` carries a plan out, and the session reports every
+token it decodes into a slot (`append`): this module is the only keeper of what the cells hold.
+Not thread-safe: the session calls it under its lock, on the model thread.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ghostfim.engine.config import DEFAULTS
-from ghostfim.engine.prompt.builder import common_prefix_len
+from ghostfim.engine.backend import KvEvent, KvStatus
+from ghostfim.engine.config import DEFAULT_BUDGETS
 
 log = logging.getLogger("ghostfim.kvslots")
 
@@ -72,7 +73,7 @@ class SlotPlan:
     """Where a prompt goes: the slot, what it holds once prepared, and a snapshot to restore."""
 
     slot: int
-    cached: list[int]  # the tokens the slot holds after `prepare` (before the prefill)
+    cached: list[int]  # the tokens the slot holds after `prepare` (before the prefill): a copy
     restore: Snapshot | None = None
 
     def reuse(self, tokens: list[int]) -> int:
@@ -81,10 +82,7 @@ class SlotPlan:
 
 @dataclass
 class SnapshotStats:
-    # The latest saves and restores: (kind, document, tokens, bytes, ms).
-    recent: deque[tuple[str, str, int, int, float]] = field(
-        default_factory=lambda: deque(maxlen=32)
-    )
+    recent: deque[KvEvent] = field(default_factory=lambda: deque(maxlen=32))  # newest last
     saved: int = 0
     restored: int = 0
     dropped: int = 0  # evicted by the byte bound
@@ -102,7 +100,10 @@ class _Slot:
 
 class KvSlots:
     def __init__(
-        self, store: SequenceStore, n_ctx: int, snapshot_bytes: int = DEFAULTS.snapshot_bytes
+        self,
+        store: SequenceStore,
+        n_ctx: int,
+        snapshot_bytes: int = DEFAULT_BUDGETS.snapshot_bytes,
     ) -> None:
         self.store = store
         self.n_ctx = n_ctx
@@ -128,8 +129,16 @@ class KvSlots:
 
     # --- what the slots hold ---------------------------------------------------------------
     def tokens(self, slot: int) -> list[int]:
-        """The tokens slot's KV cells hold, in order (the session appends as it decodes)."""
-        return self._slots[slot].tokens
+        """A copy of the tokens slot's KV cells hold, in order."""
+        return list(self._slots[slot].tokens)
+
+    def length(self, slot: int) -> int:
+        """How many cells slot holds: the position the next decoded token takes."""
+        return len(self._slots[slot].tokens)
+
+    def append(self, slot: int, tokens: list[int]) -> None:
+        """The session decoded `tokens` into slot's cells (after what it held)."""
+        self._slots[slot].tokens.extend(tokens)
 
     @property
     def snapshot_count(self) -> int:
@@ -141,7 +150,7 @@ class KvSlots:
 
     # --- planning (reads only) ---------------------------------------------------------------
     def plan_full(self) -> SlotPlan:
-        return SlotPlan(SLOT_FULL, self._slots[SLOT_FULL].tokens)
+        return SlotPlan(SLOT_FULL, self.tokens(SLOT_FULL))
 
     def plan_keystroke(self, tokens: list[int]) -> SlotPlan:
         """The keystroke slot for a prompt whose text before the edit point is `tokens`.
@@ -157,15 +166,15 @@ class KvSlots:
         slot = max(KEYSTROKE_SLOTS, key=lambda s: (shared(s), -self._slots[s].used))
         best = shared(slot)
         if best >= len(tokens) - 1:
-            return SlotPlan(slot, self._slots[slot].tokens)  # the usual keystroke: warm
+            return SlotPlan(slot, self.tokens(slot))  # the usual keystroke: warm
         snapshot = self._best_snapshot(tokens, better_than=best)
         if snapshot is None:
-            return SlotPlan(slot, self._slots[slot].tokens)
+            return SlotPlan(slot, self.tokens(slot))
         if best:
             # A slot holds part of it, but a snapshot holds more: restore into the other one,
             # which keeps what the first slot has.
             slot = max(KEYSTROKE_SLOTS, key=lambda s: (s != slot, -self._slots[s].used))
-        return SlotPlan(slot, snapshot.tokens, snapshot)
+        return SlotPlan(slot, list(snapshot.tokens), snapshot)
 
     def _best_snapshot(self, tokens: list[int], better_than: int) -> Snapshot | None:
         found, found_n = None, max(better_than, MIN_USEFUL_REUSE - 1)
@@ -188,7 +197,7 @@ class KvSlots:
             self.stats.restored += 1
             self.stats.last_restore_ms = (time.perf_counter() - started) * 1000
             self.stats.recent.append(
-                (
+                KvEvent(
                     "restore",
                     plan.restore.doc_id,
                     len(slot.tokens),
@@ -261,7 +270,9 @@ class KvSlots:
         self.stats.last_save_ms = snapshot.save_ms
         self.stats.last_bytes = snapshot.nbytes
         self.stats.recent.append(
-            ("save", snapshot.doc_id, len(snapshot.tokens), snapshot.nbytes, snapshot.save_ms)
+            KvEvent(
+                "save", snapshot.doc_id, len(snapshot.tokens), snapshot.nbytes, snapshot.save_ms
+            )
         )
         while self.snapshot_bytes_used > self.snapshot_bytes:
             self._snapshots.popitem(last=False)
@@ -280,18 +291,31 @@ class KvSlots:
             if kept is snapshot:
                 del self._snapshots[key]
 
-    def status(self) -> dict[str, object]:
-        return {
-            "snapshots": len(self._snapshots),
-            "snapshotBytes": self.snapshot_bytes_used,
-            "snapshotLimitBytes": self.snapshot_bytes,
-            "saved": self.stats.saved,
-            "restored": self.stats.restored,
-            "dropped": self.stats.dropped,
-            "lastSaveMs": round(self.stats.last_save_ms, 2),
-            "lastRestoreMs": round(self.stats.last_restore_ms, 2),
-            "recent": [
-                {"kind": k, "uri": d, "tokens": t, "bytes": b, "ms": round(ms, 2)}
-                for k, d, t, b, ms in self.stats.recent
-            ],
-        }
+    def status(self) -> KvStatus:
+        st = self.stats
+        return KvStatus(
+            snapshots=len(self._snapshots),
+            snapshot_bytes=self.snapshot_bytes_used,
+            snapshot_limit_bytes=self.snapshot_bytes,
+            saved=st.saved,
+            restored=st.restored,
+            dropped=st.dropped,
+            last_save_ms=st.last_save_ms,
+            last_restore_ms=st.last_restore_ms,
+            recent=tuple(st.recent),
+        )
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the common case on a keystroke; list compare runs in C
+        return n
+    lo, hi = 0, n  # binary search on prefix equality, each probe a C-speed slice compare
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

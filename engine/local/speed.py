@@ -8,10 +8,11 @@ The model is calibrated when the model loads and refitted from every real prefil
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+
+from ghostfim.engine import env
 
 # `GHOSTFIM_PREFILL_COST="FIXED+PER_TOKEN"` (milliseconds, e.g. "3+0.02" for a GPU) pins the
 # cost model: calibration and measurements no longer move it. That is how the GPU policy
@@ -29,7 +30,7 @@ class PrefillCostModel:
     @classmethod
     def from_env(cls) -> PrefillCostModel:
         """The default model, or the one GHOSTFIM_PREFILL_COST pins (ValueError if malformed)."""
-        raw = os.environ.get(FORCED_COST_ENV, "").strip()
+        raw = env.pinned_prefill_cost()
         if not raw:
             return cls()
         return cls.pinned(raw)

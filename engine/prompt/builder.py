@@ -1,9 +1,10 @@
 """Prompts from cursor context, within token budgets, cut at line boundaries.
 
-Why the layout is what it is (measured, see ../shared/NOTES.md): the text typed on the current
-line goes at the end of the prefix, before the whole suffix. That is right for quality (the
-suffix is worth more than ten points of exact match) but it puts the suffix *after* the edit
-point, so every keystroke the KV cache cannot serve re-decodes the suffix. Shifting the
+Why the layout is what it is (measured on 100 held-out infills; README, "Why a keystroke is
+cheap"): the text typed on the current line goes at the end of the prefix, before the whole
+suffix. That is right for quality (the suffix is worth more than ten points of exact match)
+but it puts the suffix *after* the edit point, so every keystroke the KV cache cannot serve
+re-decodes the suffix. Shifting the
 suffix's cached cells instead does not work in this llama.cpp (stale cells make the model ignore
 new characters). So the suffix is a budget: `PromptParts` lists the suffix in line units with
 their token counts, and the session keeps as many units per keystroke as its measured prefill
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import xxhash
 from cachetools import LRUCache
 
-from ghostfim.engine.config import DEFAULTS
+from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets, BudgetsInEffect, Clamp
 from ghostfim.engine.prompt.fim import FimTemplate
 
 Tokenize = Callable[[str], list[int]]
@@ -32,6 +33,41 @@ PREFIX_SLACK = 1.25
 PREFIX_REANCHOR = 0.75
 # Characters looked at per budget token (generous: code averages 3-4 characters a token).
 CHARS_PER_TOKEN_SCAN = 12
+# The prefix window, with its slack, takes at most this share of a KV slot's prompt room; the
+# suffix gets what is left. The smallest prefix budget that still says something:
+PREFIX_SHARE_OF_ROOM = 0.7
+MIN_PREFIX_TOKENS = 16
+
+
+def fit_budgets(budgets: Budgets, prompt_room: int) -> BudgetsInEffect:
+    """The budgets a prompt of at most `prompt_room` tokens can honour: the one place they
+    are clamped, and every clamp said (the caller reports it)."""
+    prefix_cap = int(prompt_room * PREFIX_SHARE_OF_ROOM / PREFIX_SLACK)
+    prefix = max(MIN_PREFIX_TOKENS, min(budgets.prefix_tokens, prefix_cap))
+    suffix = max(0, min(budgets.suffix_tokens, prompt_room - int(prefix * PREFIX_SLACK)))
+    clamps: list[Clamp] = []
+    if prefix != budgets.prefix_tokens:
+        clamps.append(
+            Clamp(
+                "prefix_tokens",
+                budgets.prefix_tokens,
+                prefix,
+                f"a KV slot holds {prompt_room} prompt tokens; the prefix window (with "
+                f"{PREFIX_SLACK:g}x slack for typing) may take {PREFIX_SHARE_OF_ROOM:.0%} of them",
+            )
+        )
+    if suffix != budgets.suffix_tokens:
+        clamps.append(
+            Clamp(
+                "suffix_tokens",
+                budgets.suffix_tokens,
+                suffix,
+                f"a KV slot holds {prompt_room} prompt tokens, and the prefix window takes "
+                f"{int(prefix * PREFIX_SLACK)}",
+            )
+        )
+    effective = Budgets(prefix, suffix, budgets.keystroke_prefill_ms, budgets.kv_snapshot_mb)
+    return BudgetsInEffect(effective, tuple(clamps))
 
 
 @dataclass(frozen=True)
@@ -83,8 +119,8 @@ class PromptBuilder:
         template: FimTemplate,
         *,
         piece: Callable[[int], bytes] | None = None,
-        prefix_tokens: int = DEFAULTS.prefix_tokens,
-        suffix_tokens: int = DEFAULTS.suffix_tokens,
+        prefix_tokens: int = DEFAULT_BUDGETS.prefix_tokens,
+        suffix_tokens: int = DEFAULT_BUDGETS.suffix_tokens,
     ) -> None:
         self.tokenize = tokenize
         self.template = template
@@ -254,18 +290,3 @@ def _word_fragment(data: bytes) -> bool:
 def _ends_inside_word(text: str) -> bool:
     """The cursor follows a letter, digit or underscore: the last token may be a fragment."""
     return bool(text) and (text[-1].isalnum() or text[-1] == "_")
-
-
-def common_prefix_len(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:  # the common case on a keystroke; list compare runs in C
-        return n
-    lo, hi = 0, n  # binary search on prefix equality, each probe a C-speed slice compare
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

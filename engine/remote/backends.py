@@ -26,328 +26,66 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
-import os
-import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, ClassVar
 
 import httpx
 
+from ghostfim.engine import env
 from ghostfim.engine.backend import (
     NEVER_CANCELLED,
     CancelToken,
     Completion,
     CompletionRequest,
+    KvStatus,
     ModelInfo,
     OnText,
-    finish,
-    stop_policy,
 )
-from ghostfim.engine.config import DEFAULTS
+from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.prompt.builder import PromptBuilder
-from ghostfim.engine.prompt.fim import FimTemplate, Layout
-from ghostfim.engine.text.stops import StopPolicy
-from ghostfim.engine.timings import Timings
+from ghostfim.engine.prompt.fim import FimTemplate, family_for_name
+from ghostfim.engine.remote.config import (
+    DEFAULT_URLS,
+    RemoteBackendError,
+    RemoteConfig,
+    RemoteKind,
+    RemoteTimeout,
+    RemoteUnavailable,
+    approx_tokenize,
+)
+from ghostfim.engine.remote.stream import (
+    CANCEL_POLL_S,
+    ERROR_BODY_CHARS,
+    STRAY_CHARS,
+    RemoteTimings,
+    StreamEvent,
+    StreamRun,
+    as_float,
+    as_int,
+    error_text,
+    excerpt,
+    json_or_none,
+    json_type,
+    lines_of,
+    reason_of,
+    sse_payload,
+)
+from ghostfim.engine.text.finish import finish, stop_policy
 
 log = logging.getLogger("ghostfim.remote")
 
-RemoteKind = Literal["llama-server", "openai", "ollama"]
-
-# Each server's own default port on this machine (what its docs start it with).
-DEFAULT_URLS: dict[str, str] = {
-    "llama-server": "http://127.0.0.1:8080",
-    "openai": "http://127.0.0.1:8000",  # vLLM's default
-    "ollama": "http://127.0.0.1:11434",
-}
-
-# There is no tokenizer on this side, so prompt budgets count characters: code averages 3.5 to
-# 4 characters a token with the coder models' BPE vocabularies; 3.5 errs towards shorter prompts.
-CHARS_PER_TOKEN = 3.5
-# How often the supervisor looks at the CancelToken while the exchange waits on the network:
-# the longest a cancel waits before the connection is closed.
-CANCEL_POLL_S = 0.01
-ERROR_BODY_CHARS = 300
-STRAY_CHARS = 4000  # of a 200 answer that is not a stream: kept to tell what it was
-EXCERPT_CHARS = 40  # of an unexpected answer, in a message (short: one message per cause)
-
-
-# --- errors ---------------------------------------------------------------------------------
-class RemoteBackendError(RuntimeError):
-    """The server could not serve this request; the message is meant for the status line."""
-
-
-class RemoteUnavailable(RemoteBackendError):
-    """No connection (refused, reset, unknown host): the server is down or unreachable."""
-
-
-class RemoteTimeout(RemoteBackendError):
-    """The server accepted the request but did not answer (or stream) within the timeout."""
-
-
-# --- configuration --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RemoteConfig:
-    kind: RemoteKind
-    url: str = ""  # empty: the server's default port on 127.0.0.1
-    model: str = ""  # empty: ask the server (llama-server, openai); required for ollama
-    api_key_env: str = ""  # name of the environment variable holding the key (never the key)
-    timeout_ms: float = DEFAULTS.backend_timeout_ms
-    prefix_tokens: int = DEFAULTS.prefix_tokens
-    suffix_tokens: int = DEFAULTS.suffix_tokens
-
-    @property
-    def base_url(self) -> str:
-        url = (self.url or DEFAULT_URLS[self.kind]).strip().rstrip("/")
-        if "://" not in url:
-            url = "http://" + url
-        if self.kind == "openai" and url.endswith("/v1"):
-            url = url[: -len("/v1")]  # users copy the OpenAI base URL, which ends in /v1
-        return url
-
-    @property
-    def shown_url(self) -> str:
-        """The URL without user:password@ (it goes into the status and the logs)."""
-        parts = urlsplit(self.base_url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-    @property
-    def timeout_s(self) -> float:
-        return self.timeout_ms / 1000.0
-
-
-# --- FIM prompt text ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FimText:
-    """A FIM template as text, for servers that take a prompt string (no token ids here)."""
-
-    family: str
-    layout: Layout
-    pre: str = ""
-    suf: str = ""
-    mid: str = ""
-    stops: tuple[str, ...] = ()  # texts that end the middle when a server leaves them in
-
-    def prompt(self, prefix: str, suffix: str) -> str:
-        if self.layout == "prefix":
-            return prefix
-        if self.layout == "spm":
-            return f"{self.suf}{suffix}{self.pre}{prefix}"
-        return f"{self.pre}{prefix}{self.suf}{suffix}{self.mid}"
-
-
-# The same families engine/prompt/fim.py detects from a vocabulary, here by their tokens' texts.
-FIM_TEXTS: dict[str, FimText] = {
-    "qwen": FimText(
-        "qwen",
-        "psm",
-        "<|fim_prefix|>",
-        "<|fim_suffix|>",
-        "<|fim_middle|>",
-        ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|repo_name|>"),
-    ),
-    "codegemma": FimText(
-        "codegemma",
-        "psm",
-        "<|fim_prefix|>",
-        "<|fim_suffix|>",
-        "<|fim_middle|>",
-        ("<|file_separator|>", "<eos>"),
-    ),
-    "starcoder": FimText(
-        "starcoder",
-        "psm",
-        "<fim_prefix>",
-        "<fim_suffix>",
-        "<fim_middle>",
-        ("<|endoftext|>", "<file_sep>"),
-    ),
-    "deepseek": FimText(
-        "deepseek",
-        "psm",
-        "<｜fim▁begin｜>",
-        "<｜fim▁hole｜>",
-        "<｜fim▁end｜>",
-        ("<｜end▁of▁sentence｜>", "<|EOT|>"),
-    ),
-    "codellama": FimText("codellama", "psm", "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
-    "codestral": FimText("codestral", "spm", "[PREFIX]", "[SUFFIX]", "", ("</s>",)),
-    "prefix-only": FimText("prefix-only", "prefix"),
-}
-
-# (words that must all appear in the lower-cased model name, family); first match wins.
-_FAMILY_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("codegemma",), "codegemma"),
-    (("qwen", "coder"), "qwen"),
-    (("starcoder",), "starcoder"),
-    (("deepseek", "coder"), "deepseek"),
-    (("codellama",), "codellama"),
-    (("code-llama",), "codellama"),
-    (("codestral",), "codestral"),
-)
-
-
-def fim_text_for(model_name: str) -> FimText:
-    """The FIM template a model name implies; plain prefix completion when none is known.
-
-    The server holds the tokenizer, so the family comes from the name (a GGUF file name, a
-    Hugging Face id or an Ollama tag all carry it).
-    """
-    name = model_name.lower()
-    for words, family in _FAMILY_HINTS:
-        if all(w in name for w in words):
-            return FIM_TEXTS[family]
-    return FIM_TEXTS["prefix-only"]
-
-
-def approx_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def _approx_tokenize(text: str) -> list[int]:
-    """PromptBuilder counts tokens with len(tokenize(text)); ids are never used here."""
-    return [0] * approx_tokens(text)
-
-
-# --- timings --------------------------------------------------------------------------------
-@dataclass
-class RemoteTimings(Timings):
-    # Request sent -> response headers: connection set-up (when not reused), the upload and
-    # the server's queueing. The rest of ttft_ms is the server's prompt processing.
-    network_ms: float = 0.0
-
-
-# --- one streamed event, whatever the protocol ----------------------------------------------
-@dataclass
-class StreamEvent:
-    text: str = ""
-    done: bool = False
-    finish: str = ""  # the server's reason when done: stop, length, ...
-    server_prefill_ms: float | None = None
-    reused_tokens: int | None = None
-    new_tokens: int | None = None
-    error: str | None = None
-
-
-def _sse_payload(line: str) -> str | None:
-    """The data of one server-sent-events line (None for blank lines, comments, pings)."""
-    if line.startswith("data:"):
-        return line[5:].strip()
-    if line.startswith("error:"):  # llama-server reports a failed stream this way
-        return json.dumps({"error": line[6:].strip()})
-    return None
-
-
-def _error_text(value: Any) -> str:
-    """The message in an error body: {"error": {"message"}} (OpenAI, llama-server),
-    {"error": "..."} (Ollama), {"message"} (vLLM), {"detail"} (FastAPI), or the text."""
-    if isinstance(value, dict):
-        for key in ("error", "message", "detail"):
-            if value.get(key):
-                return _error_text(value[key])
-        return json.dumps(value)
-    if isinstance(value, str):
-        try:
-            return _error_text(json.loads(value))
-        except ValueError:
-            return value
-    return str(value)
-
-
-# --- the streamed run of one request --------------------------------------------------------
-class _Run:
-    """Text received so far, the stop rules applied to it, and its timings."""
-
-    def __init__(
-        self,
-        policy: StopPolicy,
-        on_text: OnText | None,
-        timings: RemoteTimings,
-        start: float,
-        max_tokens: int,
-    ) -> None:
-        self.policy = policy
-        self.stop_texts: tuple[str, ...] = ()  # set once the FIM family is known
-        self.on_text = on_text
-        self.timings = timings
-        self.start = start
-        self.max_tokens = max_tokens
-        self.text = ""
-        self.pieces = 0
-        self.last_activity = start  # the supervisor's timeout counts from here
-        self.headers_at: float | None = None
-        self.first_at: float | None = None
-
-    def headers(self) -> None:
-        now = time.perf_counter()
-        self.headers_at = self.last_activity = now
-
-    def feed(self, event: StreamEvent) -> str | None:
-        """Take one event; returns a stop reason when the suggestion is complete."""
-        self.last_activity = time.perf_counter()
-        if event.error is not None:
-            raise RemoteBackendError(event.error)
-        self._server_timings(event)
-        if event.text and self.max_tokens > 0:
-            reason = self._text(event.text)
-            if reason is not None:
-                return reason
-        if event.done:
-            return "max_tokens" if event.finish in ("length", "limit") else "eog"
-        return None
-
-    def _server_timings(self, event: StreamEvent) -> None:
-        t = self.timings
-        if event.server_prefill_ms is not None:
-            t.prefill_ms = event.server_prefill_ms
-        if event.reused_tokens is not None:
-            t.prefill_reused_tokens = event.reused_tokens
-        if event.new_tokens is not None:
-            t.prefill_new_tokens = event.new_tokens
-
-    def _text(self, piece: str) -> str | None:
-        if self.first_at is None:
-            self.first_at = time.perf_counter()
-            self.timings.ttft_ms = (self.first_at - self.start) * 1000
-        self.pieces += 1
-        self.text += piece
-        for stop in self.stop_texts:  # a server that leaves special tokens in the text
-            at = self.text.find(stop)
-            if at >= 0:
-                self.text = self.text[:at]
-                return "eog"
-        decision = self.policy.check(self.text)
-        if decision.stop:
-            if decision.keep >= 0:
-                self.text = self.text[: decision.keep]
-            return decision.reason
-        if self.on_text is not None:
-            self.on_text(self.text)
-        # max_tokens is the server's to enforce: its final message then arrives and the
-        # connection stays reusable.
-        return None
-
-    def finish(self, reason: str) -> None:
-        now = time.perf_counter()
-        t = self.timings
-        t.decode_tokens = self.pieces
-        t.total_ms = (now - self.start) * 1000
-        if self.first_at is not None:
-            t.decode_ms = (now - self.first_at) * 1000
-        if self.headers_at is not None and not t.prefill_ms:
-            # No server-reported prompt time: the wait between headers and the first token.
-            end = self.first_at if self.first_at is not None else now
-            t.prefill_ms = (end - self.headers_at) * 1000
-        if reason == "prefill_only":
-            t.ttft_ms = t.total_ms
+__all__ = [
+    "DEFAULT_URLS",
+    "RemoteBackend",
+    "RemoteBackendError",
+    "RemoteConfig",
+    "RemoteTimeout",
+    "RemoteUnavailable",
+    "open_remote_backend",
+]
 
 
 # --- the backends ---------------------------------------------------------------------------
@@ -361,7 +99,7 @@ class RemoteBackend:
 
     def __init__(self, config: RemoteConfig) -> None:
         self.config = config
-        self.fim = fim_text_for(config.model)
+        self.fim = family_for_name(config.model)
         self.info = ModelInfo(
             name=config.model or "(asking the server)",
             path=config.shown_url,
@@ -375,7 +113,7 @@ class RemoteBackend:
         self.prefill_chunks = 0  # requests sent
         self.server_model = config.model  # what the request's "model" field names
         self.identified = False
-        self.set_budgets(config.prefix_tokens, config.suffix_tokens, 0.0)
+        self.set_budgets(config.budgets)
         self._loop = asyncio.new_event_loop()
         self._client: httpx.AsyncClient | None = None
         self._lock = threading.Lock()
@@ -408,29 +146,24 @@ class RemoteBackend:
     def forget_document(self, doc_id: str) -> None:
         del doc_id  # the server keeps no state of ours per document
 
-    def kv_status(self) -> dict[str, object] | None:
+    def kv_status(self) -> KvStatus | None:
         return None
 
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
         return None  # the server's speed is its own: requests keep the automatic deadline
 
-    def set_budgets(
-        self,
-        prefix_tokens: int,
-        suffix_tokens: int,
-        keystroke_prefill_ms: float,
-        snapshot_bytes: int = 0,
-    ) -> None:
+    def set_budgets(self, budgets: Budgets) -> BudgetsInEffect:
         """Every request carries the whole suffix budget (the server's prefix cache keeps the
         text before the cursor; a shorter keystroke prompt would save it little), so
-        completions never report a cut suffix and the service never refreshes at a pause."""
-        del keystroke_prefill_ms, snapshot_bytes  # the server decides its own processing
+        completions never report a cut suffix and the service never refreshes at a pause.
+        The keystroke prefill time and the snapshot RAM are the server's own business."""
         self.builder = PromptBuilder(
-            _approx_tokenize,
-            FimTemplate(family=self.fim.family, layout=self.fim.layout),
-            prefix_tokens=prefix_tokens,
-            suffix_tokens=suffix_tokens,
+            approx_tokenize,
+            FimTemplate(family=self.fim.name, layout=self.fim.layout),
+            prefix_tokens=budgets.prefix_tokens,
+            suffix_tokens=budgets.suffix_tokens,
         )
+        return BudgetsInEffect(budgets)
 
     # --- the request ----------------------------------------------------------------------
     def complete(
@@ -450,14 +183,14 @@ class RemoteBackend:
     ) -> Completion:
         timings = RemoteTimings()
         ctx, policy = stop_policy(request)
-        run = _Run(policy, on_text, timings, time.perf_counter(), request.max_tokens)
+        run = StreamRun(policy, on_text, timings, time.perf_counter(), request.max_tokens)
         reason = await self._supervise(self._attempt(request, run), run, cancel)
         if request.max_tokens <= 0 and reason != "cancelled":
             reason = "prefill_only"
         run.finish(reason)
         return finish(request, ctx, "" if reason == "prefill_only" else run.text, reason, timings)
 
-    async def _attempt(self, request: CompletionRequest, run: _Run) -> str:
+    async def _attempt(self, request: CompletionRequest, run: StreamRun) -> str:
         """Everything that may wait on the network, so that a cancel or the timeout stops it
         all: asking the server what it serves (once), then the request itself."""
         if not self.identified:
@@ -482,7 +215,7 @@ class RemoteBackend:
     def _uses_suffix(self) -> bool:
         return not (self.fim.layout == "prefix" and self._sends_fim_text())
 
-    async def _supervise(self, exchange: Any, run: _Run, cancel: CancelToken) -> str:
+    async def _supervise(self, exchange: Any, run: StreamRun, cancel: CancelToken) -> str:
         """Run the exchange as a task; cancel it (closing the connection) on a cancel or
         when the server stays silent for the timeout. Returns the stop reason."""
         task: asyncio.Task[str] = asyncio.ensure_future(exchange)
@@ -508,7 +241,7 @@ class RemoteBackend:
             elif not task.cancelled():
                 task.exception()  # retrieved: an error after a cancel is not news
 
-    async def _exchange(self, body: dict[str, Any], run: _Run) -> str:
+    async def _exchange(self, body: dict[str, Any], run: StreamRun) -> str:
         """POST the request and read its stream until a stop reason; map network errors."""
         url = self.config.base_url + self.endpoint
         headers = self._headers()
@@ -530,14 +263,14 @@ class RemoteBackend:
             ) from None
         except httpx.ConnectError as exc:
             raise RemoteUnavailable(
-                f"cannot connect to {self.kind} at {self.config.shown_url}: {_reason(exc)}"
+                f"cannot connect to {self.kind} at {self.config.shown_url}: {reason_of(exc)}"
             ) from None
         except httpx.TransportError as exc:
             raise RemoteUnavailable(
-                f"connection to {self.kind} at {self.config.shown_url} lost: {_reason(exc)}"
+                f"connection to {self.kind} at {self.config.shown_url} lost: {reason_of(exc)}"
             ) from None
 
-    async def _read_stream(self, response: httpx.Response, run: _Run) -> str:
+    async def _read_stream(self, response: httpx.Response, run: StreamRun) -> str:
         """Feed the stream's events to run until a stop reason. A 200 answer that is not this
         protocol's stream (an HTML page, a proxy's error, a server that ignores `stream`, JSON
         of another API) is an error with a message, never an empty suggestion."""
@@ -546,9 +279,9 @@ class RemoteBackend:
         stray_chars = 0
         # aclosing: a stop rule leaves the loop early, and the line iterator must be closed
         # now, on this loop, not by a finalizer after the loop stopped running.
-        async with contextlib.aclosing(_lines(response)) as lines:
+        async with contextlib.aclosing(lines_of(response)) as lines:
             async for line in lines:
-                payload = _sse_payload(line) if self.sse else line.strip() or None
+                payload = sse_payload(line) if self.sse else line.strip() or None
                 if payload is None:
                     if self.sse and not events and stray_chars < STRAY_CHARS and line.strip():
                         stray.append(line)  # a comment or an event/id field, or not SSE at all
@@ -560,7 +293,7 @@ class RemoteBackend:
                     data = json.loads(payload)
                 except (ValueError, RecursionError):
                     raise RemoteBackendError(
-                        f"{self._where()} sent something that is not JSON: {_excerpt(payload)}"
+                        f"{self._where()} sent something that is not JSON: {excerpt(payload)}"
                     ) from None
                 event = self._event(data)
                 events += 1
@@ -572,7 +305,7 @@ class RemoteBackend:
         if events:
             return "eog"  # the stream ended without its final event: what came is the answer
         text = "\n".join(stray)
-        whole = _json_or_none(text)
+        whole = json_or_none(text)
         if isinstance(whole, dict) and any(k in whole for k in self.event_keys):
             # One JSON answer instead of a stream (a server that ignores "stream": true).
             event = self._event(whole)
@@ -580,7 +313,7 @@ class RemoteBackend:
             return reason or "eog"
         kind = response.headers.get("content-type", "no content type")
         what = "server-sent events" if self.sse else "JSON lines"
-        detail = f": {_excerpt(text)}" if text else " (an empty body)"
+        detail = f": {excerpt(text)}" if text else " (an empty body)"
         raise RemoteBackendError(
             f"{self._where()} answered 200 ({kind}) but not with a stream of {what}{detail}"
         )
@@ -589,7 +322,7 @@ class RemoteBackend:
         """One parsed event, or a clear error when it is not this protocol's shape."""
         if not isinstance(data, dict):
             raise RemoteBackendError(
-                f"{self._where()} sent JSON of an unexpected shape: a {_json_type(data)}, "
+                f"{self._where()} sent JSON of an unexpected shape: a {json_type(data)}, "
                 "not an object"
             )
         if not any(key in data for key in self.event_keys):
@@ -610,7 +343,7 @@ class RemoteBackend:
 
     async def _status_error(self, response: httpx.Response) -> RemoteBackendError:
         await response.aread()
-        detail = _error_text(response.text[:2000]).strip()[:ERROR_BODY_CHARS]
+        detail = error_text(response.text[:2000]).strip()[:ERROR_BODY_CHARS]
         where = f"{self.kind} at {self.config.shown_url}"
         if response.status_code in (401, 403):
             env = self.config.api_key_env
@@ -639,13 +372,13 @@ class RemoteBackend:
     def _headers(self) -> dict[str, str]:
         """Read the key at request time (it may be rotated); it only ever goes into this
         header, never into a log line, a message or the status."""
-        env = self.config.api_key_env
-        if not env:
+        name = self.config.api_key_env
+        if not name:
             return {}
-        key = os.environ.get(env, "")
+        key = env.secret(name)
         if not key:
             raise RemoteBackendError(
-                f"the environment variable {env} (backendApiKeyEnv) is not set or empty"
+                f"the environment variable {name} (backendApiKeyEnv) is not set or empty"
             )
         return {"Authorization": f"Bearer {key}"}
 
@@ -660,22 +393,22 @@ class RemoteBackend:
             ) from None
         except httpx.TransportError as exc:
             raise RemoteUnavailable(
-                f"cannot connect to {self.kind} at {self.config.shown_url}: {_reason(exc)}"
+                f"cannot connect to {self.kind} at {self.config.shown_url}: {reason_of(exc)}"
             ) from None
         if response.status_code != 200:
             raise await self._status_error(response)
-        data = _json_or_none(response.text)
+        data = json_or_none(response.text)
         if not isinstance(data, dict):
             raise RemoteBackendError(
                 f"{self._where()} answered {path} with "
-                + ("something that is not JSON" if data is None else f"a JSON {_json_type(data)}")
-                + f" (expected an object): {_excerpt(response.text)}"
+                + ("something that is not JSON" if data is None else f"a JSON {json_type(data)}")
+                + f" (expected an object): {excerpt(response.text)}"
             )
         return data
 
     # --- what differs between protocols ---------------------------------------------------
     def _family(self) -> str:
-        return self.fim.family
+        return self.fim.name
 
     def _sends_fim_text(self) -> bool:
         """Whether ghostfim writes the FIM prompt itself (else the server applies its own)."""
@@ -686,8 +419,8 @@ class RemoteBackend:
         if "/" in name or name.endswith(".gguf"):
             shown = PurePosixPath(name).name.removesuffix(".gguf")
         if not self.config.model:
-            self.fim = fim_text_for(name)
-            self.builder.template = FimTemplate(family=self.fim.family, layout=self.fim.layout)
+            self.fim = family_for_name(name)
+            self.builder.template = FimTemplate(family=self.fim.name, layout=self.fim.layout)
         self.info = replace(
             self.info, name=self.config.model or shown, family=self._family(), n_ctx=n_ctx
         )
@@ -721,7 +454,7 @@ class LlamaServerBackend(RemoteBackend):
     async def _identify(self) -> None:
         props = await self._get_json("/props")
         settings = props.get("default_generation_settings")
-        n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+        n_ctx = as_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
         name = str(props.get("model_alias") or props.get("model_path") or self.kind)
         self._identified_as(name, n_ctx or 0)
 
@@ -744,16 +477,16 @@ class LlamaServerBackend(RemoteBackend):
 
     def _parse(self, data: dict[str, Any]) -> StreamEvent:
         if "error" in data:
-            return StreamEvent(error=f"{self.kind}: {_error_text(data['error'])}")
+            return StreamEvent(error=f"{self.kind}: {error_text(data['error'])}")
         timings = data.get("timings")
         timings = timings if isinstance(timings, dict) else {}
         return StreamEvent(
             text=str(data.get("content") or ""),
             done=bool(data.get("stop")),
             finish=str(data.get("stop_type") or ""),
-            server_prefill_ms=_float(timings.get("prompt_ms")),
-            reused_tokens=_int(timings.get("cache_n")),
-            new_tokens=_int(timings.get("prompt_n")),
+            server_prefill_ms=as_float(timings.get("prompt_ms")),
+            reused_tokens=as_int(timings.get("cache_n")),
+            new_tokens=as_int(timings.get("prompt_n")),
         )
 
 
@@ -792,7 +525,7 @@ class OpenAIBackend(RemoteBackend):
 
     def _parse(self, data: dict[str, Any]) -> StreamEvent:
         if "error" in data:
-            return StreamEvent(error=f"{self.kind}: {_error_text(data['error'])}")
+            return StreamEvent(error=f"{self.kind}: {error_text(data['error'])}")
         choices = data.get("choices") or [{}]
         choice = choices[0]
         if not isinstance(choice, dict):
@@ -804,7 +537,7 @@ class OpenAIBackend(RemoteBackend):
             text=str(choice.get("text") or ""),
             done=finish is not None,
             finish=str(finish or ""),
-            new_tokens=_int(usage.get("prompt_tokens")),
+            new_tokens=as_int(usage.get("prompt_tokens")),
         )
 
 
@@ -824,7 +557,7 @@ class OllamaBackend(RemoteBackend):
         super().__init__(config)
 
     def _family(self) -> str:
-        return self.fim.family if self._sends_fim_text() else "server (suffix)"
+        return self.fim.name if self._sends_fim_text() else "server (suffix)"
 
     def _sends_fim_text(self) -> bool:
         return self.fim.layout != "prefix"
@@ -848,15 +581,15 @@ class OllamaBackend(RemoteBackend):
 
     def _parse(self, data: dict[str, Any]) -> StreamEvent:
         if "error" in data:
-            return StreamEvent(error=f"{self.kind}: {_error_text(data['error'])}")
+            return StreamEvent(error=f"{self.kind}: {error_text(data['error'])}")
         done = bool(data.get("done"))
-        prompt_ns = _float(data.get("prompt_eval_duration"))
+        prompt_ns = as_float(data.get("prompt_eval_duration"))
         return StreamEvent(
             text=str(data.get("response") or ""),
             done=done,
             finish=str(data.get("done_reason") or ""),
             server_prefill_ms=prompt_ns / 1e6 if done and prompt_ns is not None else None,
-            new_tokens=_int(data.get("prompt_eval_count")) if done else None,
+            new_tokens=as_int(data.get("prompt_eval_count")) if done else None,
         )
 
 
@@ -870,57 +603,3 @@ BACKEND_CLASSES: dict[str, type[RemoteBackend]] = {
 def open_remote_backend(config: RemoteConfig) -> RemoteBackend:
     """A backend for config, its server asked what it serves (if it is up yet)."""
     return BACKEND_CLASSES[config.kind](config).open()
-
-
-def remote_factory(config: RemoteConfig) -> Callable[[], RemoteBackend]:
-    """For CompletionService.load_backend, which runs it off the event loop."""
-    return lambda: open_remote_backend(config)
-
-
-# --- small helpers --------------------------------------------------------------------------
-async def _lines(response: httpx.Response) -> AsyncGenerator[str, None]:
-    """The response's lines, as a generator that `aclosing` can close early."""
-    async for line in response.aiter_lines():
-        yield line
-
-
-def _reason(exc: BaseException) -> str:
-    """The innermost OS-level reason (e.g. 'connection refused'), not a chain of wrappers."""
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        inner = exc.__cause__ or exc.__context__
-        assert inner is not None
-        exc = inner
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (is the server running?)"
-    if isinstance(exc, socket.gaierror):
-        return f"unknown host ({exc.strerror})"
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return os.strerror(exc.errno).lower()  # asyncio's own wording hides the errno
-    return str(exc) or type(exc).__name__
-
-
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested too deeply
-        return None
-
-
-def _json_type(value: Any) -> str:
-    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
-def _excerpt(text: str) -> str:
-    """The start of an unexpected answer, control characters escaped."""
-    short = text.strip()[:EXCERPT_CHARS]
-    more = "…" if len(text.strip()) > EXCERPT_CHARS else ""
-    return repr(short) + more
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

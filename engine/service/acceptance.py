@@ -174,19 +174,6 @@ class AcceptanceLog:
     def closed(self, doc_id: str) -> None:
         self._live.pop(doc_id, None)
 
-    # --- reporting --------------------------------------------------------------------------
-    def summary(self) -> dict[str, float | int | None]:
-        c = self.counts
-        rate = c.accept_rate
-        return {
-            "shown": c.shown,
-            "accepted": c.accepted,
-            "partial": c.partial,
-            "refused": c.refused,
-            "acceptedChars": c.accepted_chars,
-            "acceptRate": None if rate is None else round(rate, 3),
-        }
-
     # --- internals --------------------------------------------------------------------------
     def _gone(self, item: Item, now: float) -> None:
         """The item left the screen without being taken: refused if it was read."""

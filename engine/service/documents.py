@@ -69,10 +69,6 @@ class DocumentRecord:
     job: DocJob | None = None
     ghost: GhostTarget | None = None
     last_state: CursorState | None = None
-    # Context from other files (engine/context_feed.py): the line last edited or completed at,
-    # and when the document last gave a chunk (monotonic seconds).
-    context_line: int | None = None
-    context_picked: float | None = None
 
     def next_request(self, number: int) -> None:
         """A new request for this document: earlier ones are superseded."""

@@ -1,37 +1,118 @@
-"""What the service reports: per-request stats (`ghostfim/stats`) and its status.
+"""What the service reports: one record per request, and its status.
 
-Latency is kept as a window of recent samples and reported as percentiles, never a mean alone.
+Plain dataclasses: lsp/wire.py turns them into the JSON of docs/protocol.md (`ghostfim/stats`,
+`ghostfim/status`), and the command line prints them its own way. Latency is kept as a window
+of recent samples and reported as percentiles, never a mean alone.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
-from ghostfim.engine.backend import Completion, ModelInfo
+from ghostfim.engine.backend import Completion, KvStatus, ModelInfo
+from ghostfim.engine.config import BudgetsInEffect
+from ghostfim.engine.context.ring import RingStatus
+from ghostfim.engine.service.acceptance import Counts
 from ghostfim.engine.service.documents import CursorState
+from ghostfim.engine.service.host import Loading, State
 from ghostfim.engine.timings import percentile
+
+Source = Literal["model", "cache", "none"]
+
+
+@dataclass(frozen=True)
+class RequestStats:
+    """One request: where its answer came from and where its time went (milliseconds)."""
+
+    doc_id: str
+    version: int
+    source: Source
+    cancelled: bool
+    queue_ms: float  # waiting for the model thread
+    debounce_ms: float
+    prompt_ms: float  # building and tokenizing the prompt
+    prefill_ms: float
+    ttft_ms: float  # from the job's submission to its first token (queue included)
+    decode_ms: float
+    total_ms: float  # from the request's arrival to the job's end
+    reused_tokens: int  # prompt tokens served from the KV cache
+    new_tokens: int  # prompt tokens decoded
+    generated_tokens: int
+    network_ms: float  # remote backends: request sent -> response headers
+    extra_tokens: int  # context from other files
+    suffix_cut: bool  # the prompt held less suffix than a full prompt (a CPU keystroke)
+    model: str | None
+    reason: str = ""  # why no model work ran (source "none"): the rule that stopped it
+    filtered_chars: int = 0  # characters the confidence filter cut from the suggestion
+
+
+def request_stats(
+    state: CursorState,
+    *,
+    source: Source,
+    completion: Completion | None,
+    queue_ms: float,
+    debounce_ms: float,
+    total_ms: float,
+    cancelled: bool,
+    model: str | None,
+    reason: str = "",
+) -> RequestStats:
+    t = completion.timings if completion is not None else None
+    return RequestStats(
+        doc_id=state.doc_id,
+        version=state.version,
+        source=source,
+        cancelled=cancelled,
+        queue_ms=queue_ms,
+        debounce_ms=debounce_ms,
+        prompt_ms=t.prompt_ms if t else 0.0,
+        prefill_ms=t.prefill_ms if t else 0.0,
+        ttft_ms=t.ttft_ms + queue_ms if t else 0.0,
+        decode_ms=t.decode_ms if t else 0.0,
+        total_ms=total_ms,
+        reused_tokens=t.prefill_reused_tokens if t else 0,
+        new_tokens=t.prefill_new_tokens if t else 0,
+        generated_tokens=t.decode_tokens if t else 0,
+        network_ms=t.network_ms if t else 0.0,
+        extra_tokens=t.extra_tokens if t else 0,
+        suffix_cut=bool(completion.suffix_cut) if completion is not None else False,
+        model=model,
+        reason=reason,
+        filtered_chars=completion.filtered_chars if completion is not None else 0,
+    )
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    n: int
+    ttft_p50: float | None
+    ttft_p95: float | None
+    ttft_p99: float | None
+    total_p50: float | None
+    total_p95: float | None
 
 
 @dataclass
 class LatencyLog:
     ttft: deque[float] = field(default_factory=lambda: deque(maxlen=500))
     total: deque[float] = field(default_factory=lambda: deque(maxlen=500))
-    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=20))
+    recent: deque[RequestStats] = field(default_factory=lambda: deque(maxlen=20))
 
-    def summary(self) -> dict[str, float | int | None]:
+    def summary(self) -> LatencySummary:
         def p(values: deque[float], q: float) -> float | None:
             return round(percentile(list(values), q), 1) if values else None
 
-        return {
-            "n": len(self.ttft),
-            "ttftP50": p(self.ttft, 50),
-            "ttftP95": p(self.ttft, 95),
-            "ttftP99": p(self.ttft, 99),
-            "totalP50": p(self.total, 50),
-            "totalP95": p(self.total, 95),
-        }
+        return LatencySummary(
+            len(self.ttft),
+            p(self.ttft, 50),
+            p(self.ttft, 95),
+            p(self.ttft, 99),
+            p(self.total, 50),
+            p(self.total, 95),
+        )
 
     def expected_first_token_ms(self) -> float:
         """The recent median time to first token (what the adaptive debounce weighs)."""
@@ -39,50 +120,25 @@ class LatencyLog:
         return percentile(ttft, 50) if ttft else 100.0
 
 
-def stats_payload(
-    state: CursorState,
-    *,
-    source: str,
-    completion: Completion | None,
-    queue_ms: float,
-    debounce_ms: float,
-    total_ms: float,
-    cancelled: bool,
-    model: str | None,
-) -> dict[str, Any]:
-    """One request's `ghostfim/stats` notification (docs/protocol.md)."""
-    t = completion.timings if completion is not None else None
-    return {
-        "uri": state.doc_id,
-        "version": state.version,
-        "source": source,
-        "cancelled": cancelled,
-        "queueMs": round(queue_ms, 2),
-        "debounceMs": round(debounce_ms, 2),
-        "promptMs": round(t.prompt_ms, 2) if t else 0.0,
-        "prefillMs": round(t.prefill_ms, 2) if t else 0.0,
-        "ttftMs": round(t.ttft_ms + queue_ms, 2) if t else 0.0,
-        "decodeMs": round(t.decode_ms, 2) if t else 0.0,
-        "totalMs": round(total_ms, 2),
-        "reusedTokens": t.prefill_reused_tokens if t else 0,
-        "newTokens": t.prefill_new_tokens if t else 0,
-        "generatedTokens": t.decode_tokens if t else 0,
-        "networkMs": round(t.network_ms, 2) if t else 0.0,
-        "extraTokens": t.extra_tokens if t else 0,
-        # The prompt held less suffix than a full prompt (a CPU keystroke's plain prefix).
-        "suffixCut": bool(completion.suffix_cut) if completion is not None else False,
-        "model": model,
-    }
+@dataclass(frozen=True)
+class WorkCounters:
+    decode_steps: int  # one-token decodes run (tests watch them stop after a cancel)
+    prefill_chunks: int
+    running: bool  # a model job is running now
 
 
-def model_status(info: ModelInfo | None) -> dict[str, Any] | None:
-    if info is None:
-        return None
-    return {
-        "name": info.name,
-        "preset": info.preset,
-        "path": info.path,
-        "device": info.device,
-        "nGpuLayers": info.n_gpu_layers,
-        "fim": info.family,
-    }
+@dataclass(frozen=True)
+class ServiceStatus:
+    state: State
+    error: str | None
+    model: ModelInfo | None
+    switching_to: str | None
+    loading: Loading | None
+    context: RingStatus
+    kv: KvStatus | None
+    latency: LatencySummary
+    recent: tuple[RequestStats, ...]
+    work: WorkCounters | None
+    acceptance: Counts
+    budgets: BudgetsInEffect | None
+    saved_cpu_ms: float = 0.0  # model work the rules before the model spared (estimated)

@@ -59,14 +59,6 @@ class Hit:
     suggestion: Suggestion
     typed: str  # characters typed since the suggestion's state
 
-    @property
-    def remaining(self) -> str:
-        return (
-            self.suggestion.text[len(self.typed) :]
-            if self.suggestion.text.startswith(self.typed)
-            else ""
-        )
-
 
 class SuggestionCache:
     def __init__(self, maxsize: int = 512) -> None:

@@ -44,7 +44,11 @@ def build_supports_gpu() -> bool:
     return native.supports_gpu_offload()
 
 
-def has_usable_cuda_gpu() -> bool:
+def gpu_offload_available() -> bool:
+    """The one predicate for "the model's layers run on a GPU": an NVIDIA GPU is visible and
+    this llama.cpp build can use it. The default preset (engine/local/loading.py) and the
+    layers offloaded are both decided by it, so they cannot disagree: an NVIDIA machine with
+    a CPU-only build gets the CPU's default model, on the CPU."""
     return cuda_gpu_name() is not None and build_supports_gpu()
 
 

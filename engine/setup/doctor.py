@@ -21,7 +21,7 @@ from ghostfim.engine.setup.device import (
     cuda_gpu_compute_capability,
     cuda_gpu_name,
 )
-from ghostfim.engine.setup.models import list_models
+from ghostfim.engine.setup.fetch import list_models
 
 PROBE_TIMEOUT_S = 180
 
@@ -31,10 +31,10 @@ def _probe_child(model_path: str) -> None:
     import time
 
     from ghostfim.engine.backend import CompletionRequest
-    from ghostfim.engine.local.session import ModelSession
+    from ghostfim.engine.local.loading import open_model_file
 
     start = time.perf_counter()
-    session = ModelSession.load(Path(model_path), calibrate=True)
+    session = open_model_file(Path(model_path), calibrate=True)
     loaded = time.perf_counter()
     c = session.complete(
         CompletionRequest(prefix="def add(a, b):\n    return ", suffix="\n", max_tokens=4)

@@ -428,10 +428,8 @@ def well_formed(text: str, ctx: CursorContext) -> str:
     return empty_if_blank(trim_end(text, ctx.rest_of_line))
 
 
-def clean_suggestion(text: str, ctx: CursorContext | str, enabled: bool = True) -> str:
-    """The suggestion to show. `ctx` may be the rest of the line alone (older callers)."""
-    if isinstance(ctx, str):
-        ctx = CursorContext(line_before="", rest_of_line=ctx)
+def clean_suggestion(text: str, ctx: CursorContext, enabled: bool = True) -> str:
+    """The suggestion to show."""
     if enabled:
         for rule in RULES:
             text = rule(text, ctx)

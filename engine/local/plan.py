@@ -1,0 +1,194 @@
+"""The plan for one request: which prompt, in which KV slot, prefilled in chunks of what size.
+
+Pure policy: a function of the prompt parts (engine/prompt/builder.py), what the KV slots hold
+(engine/local/kvslots.py, read only) and the measured cost of a prefill on this machine
+(engine/local/speed.py). No llama.cpp here; `ModelSession` carries the plan out.
+
+Keystroke windows. Where a keystroke slot (or a snapshot of this document) holds the wide
+window, a keystroke costs its typed tokens. At a new place the wide window costs seconds on a
+CPU, so the keystroke takes the narrow start window (about KEYSTROKE_START_MS cold) and says
+`widen`: a background job (engine/service/followups.py) prepares the wide one in the other
+keystroke slot, and keystrokes move to it once it is ready. While that is only partly done (or
+a snapshot holds an older, shorter part of it), a warm narrow window answers sooner than
+finishing the wide one would. Background requests always take the wide window: that is how it
+gets prepared. On a GPU both windows are the whole prefix budget.
+
+Keystroke layout. The quality-first prompt puts the suffix after the edit point, so a keystroke
+re-decodes all the suffix it keeps. On a GPU the keystroke budget covers it. On a CPU it does
+not, and a suffix cut after a few lines is worse than none (measured: first-line exact match
+0.34 with 4 lines, 0.37 with none, 0.45 with all). So a CPU keystroke continues the prefix as
+plain code (the cheapest prompt, as good as no suffix), and the pause refresh, in its own KV
+slot, brings the whole suffix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ghostfim.engine.backend import CompletionRequest
+from ghostfim.engine.context.extra import ExtraContextBuilder
+from ghostfim.engine.local.kvslots import KvSlots, SlotPlan, common_prefix_len
+from ghostfim.engine.local.speed import PrefillCostModel
+from ghostfim.engine.prompt.builder import PREFIX_SLACK, Prompt, PromptBuilder, PromptParts
+
+# A keystroke prompt's prefix window is what a cold prefill decodes in about this long, so the
+# first keystroke at a new place shows ghost text soon (on a GPU: the whole prefix budget) ...
+KEYSTROKE_START_MS = 500.0
+# ... and once the user is typing there, a background job prepares a window this much wider
+# (in the other keystroke slot), which keystrokes move to as soon as it is ready.
+KEYSTROKE_WIDE_MS = 1500.0
+MIN_START_TOKENS = 24
+MIN_WIDE_TOKENS = 128
+
+# A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
+# the text before the cursor (the rest is aborted at once).
+PREFILL_CHUNK_MS = 250.0
+# Background prefills (the wide window, the refresh, warm-up) run between keystrokes and are
+# aborted by the next one, losing the chunk in progress: small chunks, so that the gaps of
+# ~100 ms between keystrokes still move them forward.
+BACKGROUND_CHUNK_MS = 100.0
+# A full prompt the user waits for (explicit) is aborted anywhere by a cancel, so its chunks can
+# be large: on a CPU a 10-token chunk costs ~24 ms a token, a 48-token one ~21.
+FULL_CHUNK_MS = 1000.0
+MIN_CHUNK_TOKENS = 2
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The keystroke prefix windows, in tokens (equal on a GPU: no narrow start)."""
+
+    start_tokens: int
+    wide_tokens: int
+
+    @classmethod
+    def sized(cls, cost: PrefillCostModel, prefix_tokens: int) -> Windows:
+        wide = cost.tokens_within(KEYSTROKE_WIDE_MS) // 64 * 64
+        wide_tokens = min(prefix_tokens, max(MIN_WIDE_TOKENS, wide))
+        start = cost.tokens_within(KEYSTROKE_START_MS) // 8 * 8
+        return cls(min(wide_tokens, max(MIN_START_TOKENS, start)), wide_tokens)
+
+    @property
+    def has_narrow(self) -> bool:
+        return self.start_tokens < self.wide_tokens
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """What `ModelSession.prefill` carries out."""
+
+    prompt: Prompt
+    slot: SlotPlan
+    chunk_tokens: int  # tokens a prefill decodes between cancellation checks
+    # Tokens before this are the text before the cursor, which the next keystroke shares: a
+    # cancel lets their chunk finish (so typing fast over a cold prompt still warms the
+    # cache). 0: abort anywhere (background work, and full prompts: the keystrokes that cancel
+    # them use their own slots).
+    stable: int
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.prompt.tokens) - self.slot.reuse(self.prompt.tokens)
+
+    @property
+    def suffix_cut(self) -> bool:
+        """The prompt held less suffix than a full prompt would (a pause refresh can help)."""
+        return self.prompt.suffix_units_used < self.prompt.suffix_units_total
+
+
+@dataclass
+class Planner:
+    builder: PromptBuilder
+    slots: KvSlots  # read only: planning changes nothing
+    extra: ExtraContextBuilder
+    cost: PrefillCostModel
+    windows: Windows
+    keystroke_prefill_ms: float
+    max_chunk_tokens: int  # the context's n_batch
+
+    def plan(self, request: CompletionRequest) -> PromptPlan:
+        if request.mode == "full":
+            prompt, slot = self._full(request), self.slots.plan_full()
+            stable = 0
+        else:
+            prompt, slot = self._keystroke(request)
+            stable = 0 if request.background else prompt.stable_tokens
+        chunk = self.chunk_tokens(request.background, request.mode == "full")
+        return PromptPlan(prompt, slot, chunk, stable)
+
+    def chunk_tokens(self, background: bool = False, full: bool = False) -> int:
+        """About PREFILL_CHUNK_MS of work, so a cancel waits at most that long (less for
+        background work, more for a full prompt that a cancel aborts at once)."""
+        if background:
+            budget_ms = BACKGROUND_CHUNK_MS
+        else:
+            budget_ms = FULL_CHUNK_MS if full else PREFILL_CHUNK_MS
+        within = self.cost.tokens_within(budget_ms)
+        return max(MIN_CHUNK_TOKENS, min(self.max_chunk_tokens, within))
+
+    # --- full prompts ------------------------------------------------------------------------
+    def _full(self, request: CompletionRequest) -> Prompt:
+        b = self.builder
+        parts = b.parts(
+            request.doc_id, request.prefix, request.suffix, request.line, b.prefix_budget
+        )
+        # Context from other files goes before the FIM prefix, in what the slot has left.
+        room = self.slots.prompt_room - int(b.prefix_budget * PREFIX_SLACK) - b.suffix_budget
+        parts, n_extra = self.extra.apply(parts, request.extra_context, self.cost, room)
+        return replace(b.assemble(parts), extra_tokens=n_extra)
+
+    # --- keystroke prompts ---------------------------------------------------------------------
+    def _keystroke(self, request: CompletionRequest) -> tuple[Prompt, SlotPlan]:
+        """The wide window when it is warm, the narrow one when only that is warm, else the
+        widest whose new tokens fit a cold start (see the module's docstring)."""
+        affordable = self.cost.tokens_within(self.keystroke_prefill_ms)
+        wide, wide_slot, wide_new = self._candidate(request, self.windows.wide_tokens)
+        if request.background or not self.windows.has_narrow or wide_new <= affordable:
+            return wide, wide_slot  # warm: the usual keystroke, one prompt built
+        narrow, narrow_slot, narrow_new = self._candidate(request, self.windows.start_tokens)
+        if narrow_new <= affordable:
+            return narrow, narrow_slot
+        if wide_new > self.cost.tokens_within(KEYSTROKE_START_MS):
+            return narrow, narrow_slot
+        return wide, wide_slot
+
+    def _candidate(self, request: CompletionRequest, budget: int) -> tuple[Prompt, SlotPlan, int]:
+        """The keystroke prompt with a prefix window of `budget` tokens, its slot, its new
+        tokens."""
+        parts = self.builder.parts(
+            request.doc_id, request.prefix, request.suffix, request.line, budget
+        )
+        slot = self._slot_for(parts)
+        prompt = self._layout(parts, slot.cached)
+        prompt = replace(prompt, narrow=budget < self.windows.wide_tokens)
+        return prompt, slot, len(prompt.tokens) - slot.reuse(prompt.tokens)
+
+    def _slot_for(self, parts: PromptParts) -> SlotPlan:
+        """Matched on the FIM head (the whole-suffix layout) and on the plain prefix (the CPU
+        layout), whichever a slot or snapshot holds more of."""
+        heads = [parts.head]
+        if parts.plain_head and list(parts.plain_head) != parts.head:
+            heads.append(list(parts.plain_head))
+        plans = [(self.slots.plan_keystroke(head), head) for head in heads]
+        return max(plans, key=lambda p: p[0].reuse(p[1]))[0]
+
+    def _layout(self, parts: PromptParts, cached: list[int]) -> Prompt:
+        """The whole-suffix FIM prompt when the keystroke can afford it, else the plain prefix."""
+        if not parts.suffix_units or self.builder.template.layout != "psm":
+            return self.builder.assemble(parts)
+        affordable = self.cost.tokens_within(self.keystroke_prefill_ms)
+        if self._new_tokens(parts, len(parts.suffix_units), cached) <= affordable:
+            return self.builder.assemble(parts)
+        return self.builder.plain(parts)
+
+    def _new_tokens(self, parts: PromptParts, n_units: int, cached: list[int]) -> int:
+        """Prompt tokens a prefill with n_units of suffix would decode, given the cache."""
+        lcp_head = common_prefix_len(cached, parts.head)
+        if lcp_head < len(parts.head):  # the usual keystroke: everything after the edit is new
+            return (
+                len(parts.head)
+                - lcp_head
+                + sum(parts.suffix_unit_tokens[:n_units])
+                + len(parts.tail)
+            )
+        tokens = self.builder.assemble(parts, n_units).tokens  # the same state again: exact
+        return len(tokens) - common_prefix_len(cached, tokens)

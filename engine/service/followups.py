@@ -1,0 +1,159 @@
+"""Follow-ups: the background work a suggestion leads to, all droppable, all in one place.
+
+- widen: the keystroke used the narrow start window (a new place, on a CPU): prepare the wide
+  one (engine/local/plan.py decides the windows) while the user types;
+- refresh: at a pause, when the keystroke prompt cut the suffix, the full prompt's suggestion
+  replaces the one on screen;
+- prefetch: the suggestion after this one (as if it were accepted or typed through) is ready
+  before it is asked for;
+- warm-up: a new backend prefills the last document's context, so its first keystroke is warm.
+
+Each runs at its own priority (engine/service/scheduler.py): refresh > prefetch > widen and
+warm-up; any keystroke drops them (an interactive job preempts background work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Literal, Protocol
+
+from ghostfim.engine.backend import Completion, CompletionBackend, CompletionRequest
+from ghostfim.engine.service.acceptance import AcceptanceLog
+from ghostfim.engine.service.documents import CursorState, DocumentRecord, GhostTarget
+from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority
+from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+
+log = logging.getLogger("ghostfim.followups")
+
+PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keystroke one cut it)
+PREFETCH_MAX_TOKENS = 24
+
+RequestFor = Callable[[CursorState, Literal["keystroke", "full"], int | None], CompletionRequest]
+
+
+class GhostSink(Protocol):
+    def ghost_text(self, state: CursorState, text: str, done: bool) -> None: ...
+
+
+class FollowUps:
+    def __init__(
+        self,
+        worker: ModelWorker,
+        backend_of: Callable[[], CompletionBackend | None],
+        cache: SuggestionCache,
+        acceptance: AcceptanceLog,
+        events: GhostSink,
+        request_for: RequestFor,
+    ) -> None:
+        self.worker = worker
+        self.backend_of = backend_of
+        self.cache = cache
+        self.acceptance = acceptance
+        self.events = events
+        self.request_for = request_for
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._widening = False
+
+    @property
+    def idle(self) -> bool:
+        return not self._tasks
+
+    def after_job(
+        self,
+        state: CursorState,
+        record: DocumentRecord,
+        completion: Completion | None,
+        explicit: bool,
+    ) -> None:
+        """A suggestion's job ended (completion None or cancelled: it was stopped)."""
+        if completion is None:
+            return
+        if completion.widen:
+            self.widen(state)
+        if completion.cancelled:
+            return
+        number = record.latest
+        refresh = not explicit and completion.suffix_cut
+
+        def at_pause() -> None:
+            if record.latest != number:
+                return  # the user typed on: nothing of this is wanted
+            if refresh:
+                self._spawn(self._refresh(state, record, number))
+            elif completion.text:
+                self._spawn(self._prefetch(state, record, completion.text, number))
+
+        asyncio.get_running_loop().call_later(PAUSE_REFRESH_S if refresh else 0.0, at_pause)
+
+    async def _refresh(self, state: CursorState, record: DocumentRecord, number: int) -> None:
+        result = await self._background(self.request_for(state, "full", None), Priority.REFRESH)
+        if result is None or record.latest != number:
+            return
+        suggestion = Suggestion(text=result.text, done=True)
+        self.cache.put(state.prefix, state.suffix, suggestion)
+        target = record.ghost
+        if target is not None and target.state is state:
+            record.ghost = GhostTarget(suggestion, state)
+            self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, result.text)
+            self.events.ghost_text(state, result.text, True)
+        if result.text:
+            await self._prefetch(state, record, result.text, number)
+
+    async def _prefetch(
+        self, state: CursorState, record: DocumentRecord, text: str, number: int
+    ) -> None:
+        accepted = replace(
+            state, prefix=state.prefix + text, cursor_line=state.cursor_line + text.count("\n")
+        )
+        request = self.request_for(accepted, "keystroke", PREFETCH_MAX_TOKENS)
+        result = await self._background(request, Priority.SPECULATIVE)
+        if result is None or record.latest != number:
+            return
+        self.cache.put(accepted.prefix, accepted.suffix, Suggestion(text=result.text, done=True))
+
+    def widen(self, state: CursorState) -> None:
+        """Prepare the wide keystroke window for the job's own cursor state. Droppable; asked
+        for again after the next keystroke that still uses the narrow one."""
+        if self._widening:
+            return
+        self._widening = True
+        request = replace(self.request_for(state, "keystroke", None), max_tokens=0)
+
+        async def run() -> None:
+            try:
+                await self._background(request, Priority.WARMUP)
+            finally:
+                self._widening = False
+
+        self._spawn(run())
+
+    def warm(self, state: CursorState) -> None:
+        """Prefill a document's context so its first keystroke is not a cold prompt."""
+        for mode in ("keystroke", "full"):  # each has its own KV slot; keystrokes first
+            request = replace(self.request_for(state, mode, None), max_tokens=0)
+            self._spawn(self._background(request, Priority.WARMUP))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _background(
+        self, request: CompletionRequest, priority: Priority
+    ) -> Completion | None:
+        request = replace(request, background=True)
+        job = self.worker.submit_completion(
+            self.backend_of, request, priority, label=priority.name.lower()
+        )
+        assert job.future is not None
+        try:
+            result: Completion = await job.future
+        except (JobDropped, asyncio.CancelledError):
+            return None
+        except Exception as exc:
+            log.warning("background job failed: %s", exc)
+            return None
+        return None if result.cancelled else result

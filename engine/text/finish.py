@@ -1,0 +1,39 @@
+"""The end of every request, local or remote: the stop rules that cut the raw text while it is
+generated, and the clean-up rules that make the suggestion an editor shows."""
+
+from __future__ import annotations
+
+from ghostfim.engine.backend import Completion, CompletionRequest
+from ghostfim.engine.text.cursor import CursorContext
+from ghostfim.engine.text.postprocess import clean_suggestion
+from ghostfim.engine.text.stops import StopPolicy
+from ghostfim.engine.timings import Timings
+
+
+def stop_policy(request: CompletionRequest) -> tuple[CursorContext, StopPolicy]:
+    """The cursor's surroundings and the stop rules for this request."""
+    ctx = CursorContext.around(request.prefix, request.suffix)
+    return ctx, StopPolicy.for_context(request.multiline, ctx)
+
+
+def finish(
+    request: CompletionRequest,
+    ctx: CursorContext,
+    raw: str,
+    reason: str,
+    timings: Timings,
+    *,
+    suffix_cut: bool = False,
+    widen: bool = False,
+) -> Completion:
+    """The cleaned suggestion, and what it says about the request."""
+    return Completion(
+        clean_suggestion(raw, ctx, request.postprocess) if raw else "",
+        raw,
+        timings,
+        reason,
+        cancelled=reason == "cancelled",
+        mode=request.mode,
+        suffix_cut=suffix_cut,
+        widen=widen,
+    )
