@@ -1,4 +1,4 @@
-"""The `ghostfim` command: serve, complete, models, doctor.
+"""The `ghostfim` command: serve, complete, models, doctor, stats.
 
 Errors a user can cause (a missing model, a corrupt file, a position outside the file) end in one
 line on stderr and a non-zero exit, never a traceback (set GHOSTFIM_DEBUG=1 to see one).
@@ -83,6 +83,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("doctor", help="check the llama.cpp build, the GPU and the models")
+    stats = sub.add_parser(
+        "stats", help="the acceptance statistics kept on this machine (never sent anywhere)"
+    )
+    stats.add_argument("--json", action="store_true")
     return parser
 
 
@@ -104,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_complete(args)
         if args.command == "models":
             return _run_models(args)
+        if args.command == "stats":
+            from ghostfim.cli.stats import run_stats
+
+            return run_stats(args)
         if args.command == "doctor":
             from ghostfim.engine.setup.doctor import run_doctor
 

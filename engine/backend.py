@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.ring import ExtraContext
+from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.stops import Multiline
 from ghostfim.engine.timings import Timings
 
@@ -62,8 +63,10 @@ class CompletionRequest:
     multiline: Multiline = "auto"
     background: bool = False  # droppable work: a cancel may abort any part of the prefill
     postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: benchmark)
-    # Chunks of other files for a full prompt (engine/context.py); keystroke prompts ignore it.
+    # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None
+    # Cut where the model stops being sure (engine/text/confidence.py); None: never.
+    confidence: Confidence | None = None
 
     @property
     def line(self) -> int:
@@ -85,7 +88,10 @@ class Completion:
     # The keystroke prompt used the narrow start window: a background prefill of the wide
     # window (the same request, background=True, max_tokens=0) makes the next keystrokes better.
     widen: bool = False
-    filtered_chars: int = 0  # characters the confidence filter cut (engine/text/confidence.py)
+    # The model's probability of each token it generated, and where each token's text ends in
+    # raw_text (empty for backends that do not know, such as remote servers).
+    token_probs: tuple[float, ...] = ()
+    token_ends: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

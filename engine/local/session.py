@@ -8,7 +8,8 @@ Everything else asks `ModelSession.complete`, whose phases read top to bottom:
                        document's snapshot first when it holds more), decode the rest in chunks
                        with a cancellation check between chunks (and llama.cpp's abort callback
                        inside a chunk on the CPU); its last logits give token one
-    decode_n_tokens -> greedy decode one token at a time until a stop rule fires
+    decode_n_tokens -> greedy decode one token at a time until a stop rule fires, or the model
+                       stops being sure (engine/text/confidence.py): the rest is never decoded
     finish          -> clean-up rules, and what the service needs to know (engine/text/finish.py)
 
 Loading, calibration and the GPU/CPU policy are engine/local/loading.py.
@@ -48,6 +49,7 @@ from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
+from ghostfim.engine.text.confidence import Confidence, first_word_end, judge
 from ghostfim.engine.text.finish import finish, stop_policy
 from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
@@ -188,6 +190,9 @@ class ModelSession:
         timings.extra_tokens = prompt.extra_tokens
         ctx, policy = stop_policy(request)
 
+        probs: list[float] = []
+        ends: list[int] = []
+
         def done(raw: str, reason: str) -> Completion:
             timings.total_ms = (time.perf_counter() - start) * 1000
             log.debug(
@@ -211,6 +216,8 @@ class ModelSession:
                 timings,
                 suffix_cut=plan.suffix_cut,
                 widen=prompt.narrow,
+                token_probs=tuple(probs),
+                token_ends=tuple(ends),
             )
 
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
@@ -218,7 +225,9 @@ class ModelSession:
         if request.max_tokens <= 0 and plan.new_tokens <= 1:
             return done("", "prefill_only")  # already prepared: nothing to decode
         try:
-            first, reused, new, prefill_ms = self.prefill(plan, cancel, doc_id=request.doc_id)
+            first, first_prob, reused, new, prefill_ms = self.prefill(
+                plan, cancel, doc_id=request.doc_id
+            )
         except Cancelled:
             # What was decoded before the cancel stays in the cache: count it.
             timings.prefill_reused_tokens, timings.prefill_new_tokens = self._prefill_progress
@@ -232,7 +241,16 @@ class ModelSession:
 
         decode_start = time.perf_counter()
         raw, n_generated, reason = self.decode_n_tokens(
-            plan.slot.slot, first, request.max_tokens, policy, cancel, on_text, heal=prompt.heal
+            plan.slot.slot,
+            (first, first_prob),
+            request.max_tokens,
+            policy,
+            cancel,
+            on_text,
+            heal=prompt.heal,
+            confidence=request.confidence,
+            probs=probs,
+            ends=ends,
         )
         timings.decode_tokens = n_generated
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
@@ -241,8 +259,9 @@ class ModelSession:
     # --- phase 2: prefill -------------------------------------------------------------------
     def prefill(
         self, plan: PromptPlan, cancel: CancelToken, *, doc_id: str = ""
-    ) -> tuple[int, int, int, float]:
-        """Make the plan's slot hold its prompt; returns (first token, reused, new, ms).
+    ) -> tuple[int, float, int, int, float]:
+        """Make the plan's slot hold its prompt; returns (first token, its probability,
+        reused, new, ms).
 
         Tokens before `plan.stable` are the text before the cursor, which the next keystroke
         will share: a cancel stops them at a chunk boundary and keeps what is done. The rest
@@ -281,16 +300,16 @@ class ModelSession:
             self.slots.append(seq, chunk)
             self.prefill_chunks += 1
             self._prefill_progress = (keep, offset)
-        first = self.model.argmax_last(self._healing_candidates(plan.prompt.heal))
-        return first, keep, len(todo), (time.perf_counter() - start) * 1000
+        first, prob = self.model.argmax_last_with_prob(self._healing_candidates(plan.prompt.heal))
+        return first, prob, keep, len(todo), (time.perf_counter() - start) * 1000
 
     # --- phase 3: decode --------------------------------------------------------------------
-    def decode_one_token(self, slot: int, token: int, heal: bytes = b"") -> int:
-        """Append `token` to the slot's KV cache and return the greedy next token."""
+    def decode_one_token(self, slot: int, token: int, heal: bytes = b"") -> tuple[int, float]:
+        """Append `token` to the slot's KV cache; the greedy next token and its probability."""
         self.model.decode([token], self.slots.length(slot), want_logits=True, seq=slot)
         self.slots.append(slot, [token])
         self.decode_steps += 1
-        return self.model.argmax_last(self._healing_candidates(heal))
+        return self.model.argmax_last_with_prob(self._healing_candidates(heal))
 
     def _healing_candidates(self, heal: bytes) -> np.ndarray | None:
         """Tokens that agree with the text still to be healed (None: any token)."""
@@ -307,32 +326,51 @@ class ModelSession:
     def decode_n_tokens(
         self,
         slot: int,
-        first: int,
+        first: tuple[int, float],
         max_tokens: int,
         policy: StopPolicy,
         cancel: CancelToken,
         on_text: OnText | None,
         heal: bytes = b"",
+        confidence: Confidence | None = None,
+        probs: list[float] | None = None,
+        ends: list[int] | None = None,
     ) -> tuple[str, int, str]:
-        """Greedy decode from `first`; returns (text, tokens generated, stop reason).
+        """Greedy decode from `first` (a token and its probability); returns (text, tokens
+        generated, stop reason). `probs`/`ends` receive each kept token's probability and
+        where its text ends.
 
         With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
-        and only what follows it is the suggestion.
+        and only what follows it is the suggestion. With `confidence`, the suggestion ends
+        before the first token the model is unsure of (stop reason "unsure"), or is dropped
+        when its first word is unsure ("unsure_start").
         """
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
-        token = first
+        token, prob = first
         generated = 0
         stop_ids = self.template.stop_tokens
+        probs = [] if probs is None else probs
+        ends = [] if ends is None else ends
         while True:
             if token in stop_ids or self.model.is_eog(token):
                 return text, generated, "eog"
-            generated += 1
-            piece = self.model.token_piece(token)
+            piece_bytes = self.model.token_piece(token)
             if heal:
-                done = min(len(heal), len(piece))
-                piece, heal = piece[done:], heal[done:]
-            text += utf8.decode(piece)
+                done = min(len(heal), len(piece_bytes))
+                piece_bytes, heal = piece_bytes[done:], heal[done:]
+            piece = utf8.decode(piece_bytes)
+            if confidence is not None:
+                verdict = judge(text, piece, prob, confidence)
+                if verdict == "cut":
+                    return text, generated, "unsure"
+                if verdict == "drop":
+                    del probs[:], ends[:]
+                    return "", generated, "unsure_start"
+            generated += 1
+            text += piece
+            probs.append(prob)
+            ends.append(len(text))
             decision = policy.check(text)
             if decision.stop:
                 return (
@@ -340,7 +378,10 @@ class ModelSession:
                     generated,
                     decision.reason,
                 )
-            if on_text is not None:
+            # A suggestion whose first word may still be dropped is not shown before that
+            # word is whole (no ghost text that appears and vanishes).
+            unsettled = confidence is not None and confidence.drop_unsure_start
+            if on_text is not None and not (unsettled and first_word_end(text) is None):
                 on_text(text)
             if generated >= max_tokens:
                 return text, generated, "max_tokens"
@@ -350,7 +391,7 @@ class ModelSession:
             if not self.slots.fits(length + 1):
                 return text, generated, "context_full"
             try:
-                token = self.decode_one_token(slot, token, heal)
+                token, prob = self.decode_one_token(slot, token, heal)
             except native.DecodeAborted:
                 self.model.kv_remove_from(length, slot)
                 return text, generated, "cancelled"

@@ -230,6 +230,14 @@ class PromptBuilder:
                     break
                 heal = piece + heal
                 prefix_ids.pop()
+        elif self.piece is not None and prefix_ids:
+            # "x = |", "os.|": BPE joins a space or a dot to the word after it (" logging",
+            # ".path"), so a prompt that ends with a bare space or dot token makes the model
+            # write another ("=  logging", "os. path"). Take that token out too.
+            piece = self.piece(prefix_ids[-1])
+            if _joins_what_follows(piece, prefix_text):
+                heal = piece
+                prefix_ids.pop()
         bos = [t.bos] if t.bos >= 0 else []
         n_prefix = len(prefix_ids)
         if t.layout == "prefix":
@@ -285,6 +293,17 @@ def _word_fragment(data: bytes) -> bool:
     text = data.decode("utf-8", errors="replace")
     body = text[1:] if text.startswith(" ") else text
     return bool(body) and all(c.isalnum() or c == "_" for c in body)
+
+
+def _joins_what_follows(piece: bytes, text: str) -> bool:
+    """A short token of punctuation or spaces, after code on its line (not indentation, not a
+    line break): BPE would have joined it to what the user types next."""
+    if not piece or len(piece) > 8 or b"\n" in piece:
+        return False
+    line = text[text.rfind("\n") + 1 :]
+    if not line.strip() or line.endswith("  "):
+        return False  # indentation, or spaces that align something
+    return not any(c.isalnum() or c == "_" for c in piece.decode("utf-8", errors="replace"))
 
 
 def _ends_inside_word(text: str) -> bool:

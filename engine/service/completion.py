@@ -41,8 +41,10 @@ from ghostfim.engine.service.documents import (
     DocumentRecord,
     GhostTarget,
 )
+from ghostfim.engine.service.filter import ConfidenceFilter
 from ghostfim.engine.service.followups import FollowUps
 from ghostfim.engine.service.host import BackendHost, Opener
+from ghostfim.engine.service.localstats import LocalStats
 from ghostfim.engine.service.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
 from ghostfim.engine.service.stats import (
     LatencyLog,
@@ -110,6 +112,9 @@ class CompletionService:
         self.debounce = AdaptiveDebounce(self.config.debounce_ms)
         self.latency = LatencyLog()
         self.acceptance = AcceptanceLog()
+        self.filter = ConfidenceFilter(self.config.filter)
+        self.local_stats = LocalStats(enabled=False)  # enabled by the configuration
+        self.acceptance.listeners += [self.local_stats.record, self.filter.learn]
         self.context = ContextFeed()
         self.docs: dict[str, DocumentRecord] = {}
         self.host = BackendHost(_HostEvents(self), self.worker, opener, self._backend_swapped)
@@ -123,6 +128,9 @@ class CompletionService:
         )
         self._counter = 0
         self._last_state: CursorState | None = None
+        self._refused_before_model = 0  # automatic requests the rules answered empty
+        self._stats_read = False
+        self.set_options(self.config)
 
     # --- configuration -------------------------------------------------------------------------
     def configure(
@@ -137,13 +145,19 @@ class CompletionService:
     def set_options(self, config: EngineConfig) -> None:
         old = self.config
         self.config = config
-        if (old.postprocess, old.multiline, old.max_tokens) != (
+        if (old.postprocess, old.multiline, old.max_tokens, old.filter) != (
             config.postprocess,
             config.multiline,
             config.max_tokens,
+            config.filter,
         ):
             self.cache.clear()  # suggestions made under other rules must not be reused
         self.debounce.fixed_ms = config.debounce_ms
+        self.filter.mode = config.filter
+        self.local_stats.enabled = config.acceptance_stats
+        if config.acceptance_stats and not self._stats_read:
+            self._stats_read = True  # the adaptive filter starts from the earlier sessions
+            self.filter.start_from(self.local_stats.records())
 
     def _backend_swapped(self, _backend: object) -> None:
         """A new backend serves: suggestions of the old one go, the last document warms."""
@@ -171,6 +185,7 @@ class CompletionService:
             ),
             acceptance=replace(self.acceptance.counts),
             budgets=host.budgets,
+            saved_cpu_ms=self._refused_before_model * self.latency.expected_job_ms(),
         )
 
     def publish_status(self) -> None:
@@ -309,8 +324,9 @@ class CompletionService:
             held = await self._hold(record, number)
             if held is not None:
                 return held
-        refused = self._refused_before_model(state, explicit)
+        refused = self._rules_before_model(state, explicit)
         if refused is not None:
+            self._refused_before_model += 1
             return Answer("", "none", refused)
         debounce_ms = 0.0
         if not explicit:
@@ -328,13 +344,14 @@ class CompletionService:
             log.warning("%s: no suggestion within %.0f s; answered empty", state.doc_id, deadline)
             return Answer("", "none", "deadline")
 
-    def _refused_before_model(self, state: CursorState, explicit: bool) -> str | None:
+    def _rules_before_model(self, state: CursorState, explicit: bool) -> str | None:
         """The rules that answer an automatic request empty before any model work."""
         if explicit:
             return None
         if too_much_after_cursor(state.rest_of_line, self.config.max_rest_of_line):
             return "rest of line"
-        return None
+        place = place_of(state.language, state.prefix, state.suffix)
+        return self.filter.refuse_before_model(place, explicit)
 
     def _supersede(self, record: DocumentRecord) -> None:
         job, record.job = record.job, None
@@ -414,7 +431,7 @@ class CompletionService:
         record.ghost = GhostTarget(suggestion, state)
         job = self.worker.submit_completion(
             lambda: self.host.backend,
-            self._request_for(state, "full" if explicit else "keystroke"),
+            self._request_for(state, "full" if explicit else "keystroke", explicit=explicit),
             Priority.INTERACTIVE,
             label=f"complete {state.doc_id} v{state.version}",
             on_text=lambda text: _call_soon(loop, suggestion.update, text),
@@ -452,8 +469,11 @@ class CompletionService:
         state: CursorState,
         mode: Literal["keystroke", "full"],
         max_tokens: int | None = None,
+        *,
+        explicit: bool = False,
     ) -> CompletionRequest:
         c = self.config
+        place = place_of(state.language, state.prefix, state.suffix)
         extra = None
         if mode == "full":
             extra = self.context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
@@ -467,6 +487,7 @@ class CompletionService:
             multiline=c.multiline,
             postprocess=c.postprocess,
             extra_context=extra,
+            confidence=self.filter.confidence_for(place, explicit),
         )
 
     def _job_finished(

@@ -45,7 +45,8 @@ class RequestStats:
     suffix_cut: bool  # the prompt held less suffix than a full prompt (a CPU keystroke)
     model: str | None
     reason: str = ""  # why no model work ran (source "none"): the rule that stopped it
-    filtered_chars: int = 0  # characters the confidence filter cut from the suggestion
+    # The model's stop reason (eog, a stop rule, max_tokens, unsure: the confidence cut).
+    stop_reason: str = ""
 
 
 def request_stats(
@@ -81,7 +82,7 @@ def request_stats(
         suffix_cut=bool(completion.suffix_cut) if completion is not None else False,
         model=model,
         reason=reason,
-        filtered_chars=completion.filtered_chars if completion is not None else 0,
+        stop_reason=completion.stop_reason if completion is not None else "",
     )
 
 
@@ -113,6 +114,11 @@ class LatencyLog:
             p(self.total, 50),
             p(self.total, 95),
         )
+
+    def expected_job_ms(self) -> float:
+        """The recent median time of a model job (what a request stopped before it spares)."""
+        total = list(self.total)[-32:]
+        return percentile(total, 50) if total else 0.0
 
     def expected_first_token_ms(self) -> float:
         """The recent median time to first token (what the adaptive debounce weighs)."""

@@ -25,6 +25,8 @@ def finish(
     *,
     suffix_cut: bool = False,
     widen: bool = False,
+    token_probs: tuple[float, ...] = (),
+    token_ends: tuple[int, ...] = (),
 ) -> Completion:
     """The cleaned suggestion, and what it says about the request."""
     return Completion(
@@ -36,4 +38,6 @@ def finish(
         mode=request.mode,
         suffix_cut=suffix_cut,
         widen=widen,
+        token_probs=token_probs,
+        token_ends=token_ends,
     )

@@ -1,0 +1,257 @@
+"""Calibrate the confidence filter: the token probability below which a suggestion is cut.
+
+    python -m bench.calibrate_filter collect [--model small] [--out docs/filter-calibration.jsonl]
+    python -m bench.calibrate_filter choose [docs/filter-calibration.jsonl]
+
+`collect` types lines of real files (bench/traces.py, other lines than the replay's: another
+seed and more files) into the real model in one process, keystroke by keystroke, with the KV
+cache warm as in the server, and at every state the accepting user would read (the next
+keystroke comes at least the reaction time later: a pause) it records the suggestion the
+server would show with the filter off: its raw text, each token's probability and where its
+text ends, and the shown (cleaned) text for every cut point. That file is committed: it is
+what the thresholds were chosen on, and tests/unit/bench/test_calibration.py checks the
+choice against it.
+
+`choose` replays that record for each candidate threshold: the cut suggestion (or nothing,
+when even its first word is unsure), what a Tab-only user and a user who also takes words
+(bench/accepting_user.py) would take of it, and what they would refuse. The threshold kept is
+the one that saves a Tab-only user the most keystrokes while the words user loses at most
+MAX_LOST_SHARE of the characters they would have accepted with the filter off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.accepting_user import decide, keystrokes_saved
+from bench.traces import THINK_RATES, Trace, make_trace
+
+DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "docs" / "filter-calibration.jsonl"
+REACTION_MS = 300.0  # the accepting user's reaction time (bench/user_replay.py's default)
+MAX_LOST_SHARE = 0.05  # of the characters a words user would have accepted, at most
+CALIBRATION_SEED = 11  # the replay uses seed 7: these are other lines
+GRID = tuple(round(0.05 * i, 2) for i in range(21))  # 0.00, 0.05, ..., 1.00
+
+
+# --- collect ------------------------------------------------------------------------------
+def calibration_sources() -> list[tuple[str, Path]]:
+    """Real files this project did not write (more of them than the replay's)."""
+    import glob
+    import os
+
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    patterns = [
+        ("python", str(site / "pygls" / "server.py")),
+        ("python", str(site / "cachetools" / "func.py")),
+        ("python", str(site / "httpx" / "_client.py")),
+        ("python", str(site / "lsprotocol" / "_hooks.py")),
+        ("javascript", "/usr/lib/node_modules/npm/lib/commands/*.js"),
+        ("javascript", "/usr/lib/node_modules/npm/lib/npm.js"),
+        ("lua", "/usr/share/nvim/runtime/lua/vim/lsp/util.lua"),
+        ("c", os.path.expanduser("~/.cache/ghostfim/bench/llama.cpp/ggml/src/ggml-quants.c")),
+    ]
+    found = []
+    for language, pattern in patterns:
+        matches = sorted(glob.glob(pattern))
+        if matches:
+            found.append((language, Path(matches[len(matches) // 2])))
+    return found
+
+
+def collect(model: str, out: Path, lines_per_file: int) -> int:
+    from ghostfim.engine.backend import CompletionRequest
+    from ghostfim.engine.local.loading import load_session
+    from ghostfim.engine.text.cursor import CursorContext
+    from ghostfim.engine.text.postprocess import clean_suggestion
+
+    traces: list[Trace] = []
+    for language, path in calibration_sources():
+        trace = make_trace(
+            path,
+            language,
+            lines_per_file=lines_per_file,
+            seed=CALIBRATION_SEED,
+            think_rate=THINK_RATES["thinking"],
+        )
+        if trace is not None:
+            traces.append(trace)
+    session = load_session(model, progress=False)
+    started = time.perf_counter()
+    written = 0
+    with out.open("w", encoding="utf-8") as f:
+        for trace in traces:
+            for index, k in enumerate(trace.keystrokes):
+                prefix, suffix = k.text[: k.offset], k.text[k.offset :]
+                read = k.gap_ms >= REACTION_MS
+                request = CompletionRequest(
+                    prefix=prefix,
+                    suffix=suffix,
+                    doc_id=trace.name,
+                    cursor_line=k.line,
+                    mode="keystroke",
+                    max_tokens=64 if read else 0,
+                )
+                c = session.complete(request)
+                if not read:
+                    continue
+                ctx = CursorContext.around(prefix, suffix)
+                ends = [min(e, len(c.raw_text)) for e in c.token_ends]
+                shown_at = [""] + [clean_suggestion(c.raw_text[:e], ctx) for e in ends]
+                row = {
+                    "trace": trace.name,
+                    "index": index,
+                    "rest_of_line": k.rest_of_line,
+                    "raw": c.raw_text,
+                    "shown": c.text,
+                    "probs": [round(p, 4) for p in c.token_probs],
+                    "ends": ends,
+                    "shown_at": shown_at,
+                    "stop": c.stop_reason,
+                }
+                f.write(json.dumps(row) + "\n")
+                written += 1
+    session.close()
+    sys.stderr.write(
+        f"{written} read states from {len(traces)} traces in {time.perf_counter() - started:.0f} s"
+        f" -> {out}\n"
+    )
+    return written
+
+
+# --- choose -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """What the two users do with the suggestions of one threshold, summed over the record."""
+
+    threshold: float
+    shown: int  # suggestions on screen (non-empty)
+    tab_saved: int
+    tab_accepts: int
+    tab_refused: int
+    words_chars: int
+    words_saved: int
+    words_refused: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def cut_point(row: dict[str, Any], threshold: float) -> int | None:
+    """Tokens kept under `threshold` (None: dropped, its first word was unsure); the engine's
+    own rule (engine/text/confidence.py) applied to the recorded probabilities."""
+    from ghostfim.engine.text.confidence import Confidence, judge
+
+    rule = Confidence(threshold)
+    raw, ends = row["raw"], row["ends"]
+    start = 0
+    for i, (prob, end) in enumerate(zip(row["probs"], ends, strict=True)):
+        verdict = judge(raw[:start], raw[start:end], prob, rule)
+        if verdict == "cut":
+            return i
+        if verdict == "drop":
+            return None
+        start = end
+    return len(ends)
+
+
+def shown_under(row: dict[str, Any], threshold: float) -> str:
+    if threshold <= 0:
+        return str(row["shown"])
+    k = cut_point(row, threshold)
+    return "" if k is None else str(row["shown_at"][k])
+
+
+def evaluate(rows: Iterable[dict[str, Any]], threshold: float) -> Outcome:
+    shown = tab_saved = tab_accepts = tab_refused = 0
+    words_chars = words_saved = words_refused = 0
+    for row in rows:
+        text = shown_under(row, threshold)
+        if not text:
+            continue
+        shown += 1
+        tab = decide("tab", text, row["rest_of_line"])
+        words = decide("words", text, row["rest_of_line"])
+        if tab.accepted:
+            tab_accepts += 1
+            tab_saved += keystrokes_saved(tab.chars, tab.keys)
+        else:
+            tab_refused += 1
+        if words.accepted:
+            words_chars += words.chars
+            words_saved += keystrokes_saved(words.chars, words.keys)
+        else:
+            words_refused += 1
+    return Outcome(
+        threshold,
+        shown,
+        tab_saved,
+        tab_accepts,
+        tab_refused,
+        words_chars,
+        words_saved,
+        words_refused,
+    )
+
+
+def choose(rows: Sequence[dict[str, Any]], grid: Sequence[float] = GRID) -> Outcome:
+    """The threshold that saves a Tab user most while the words user keeps 95% of their
+    characters (the filter off is the reference)."""
+    off = evaluate(rows, 0.0)
+    allowed = [
+        o
+        for o in (evaluate(rows, t) for t in grid)
+        if o.words_chars >= (1 - MAX_LOST_SHARE) * off.words_chars
+    ]
+    return max(allowed, key=lambda o: (o.tab_saved, -o.tab_refused, -o.threshold))
+
+
+def report(rows: Sequence[dict[str, Any]]) -> str:
+    off = evaluate(rows, 0.0)
+    best = choose(rows)
+    lines = [
+        f"{len(rows)} read states; off: {off.shown} shown, Tab saves {off.tab_saved} "
+        f"({off.tab_refused} refused), words take {off.words_chars} chars",
+        "threshold  shown  tab_saved  tab_refused  words_chars  words_saved  words_refused",
+    ]
+    for t in GRID:
+        o = evaluate(rows, t)
+        mark = "  <- chosen" if t == best.threshold else ""
+        lines.append(
+            f"{t:9.2f}  {o.shown:5d}  {o.tab_saved:9d}  {o.tab_refused:11d}  "
+            f"{o.words_chars:11d}  {o.words_saved:11d}  {o.words_refused:13d}{mark}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.calibrate_filter")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--model", default="small")
+    c.add_argument("--out", type=Path, default=DEFAULT_DATASET)
+    c.add_argument("--lines", type=int, default=8, help="lines typed per file")
+    ch = sub.add_parser("choose")
+    ch.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
+    args = parser.parse_args(argv)
+    if args.command == "collect":
+        collect(args.model, args.out, args.lines)
+        return 0
+    rows = load(args.dataset)
+    print(report(rows))
+    print(json.dumps(choose(rows).as_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

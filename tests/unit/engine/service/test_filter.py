@@ -1,0 +1,76 @@
+"""The confidence filter: off, fixed and adaptive thresholds, and how places learn."""
+
+from __future__ import annotations
+
+from ghostfim.engine.service.acceptance import Outcome
+from ghostfim.engine.service.filter import (
+    CALIBRATED_MIN_PROB,
+    HALF_LIFE_S,
+    ConfidenceFilter,
+)
+from ghostfim.engine.service.localstats import Record
+from ghostfim.engine.text.place import Place
+
+HERE = Place("python", "end", "space")
+THERE = Place("python", "end", "dot")
+
+
+def outcome(kind: str, place: Place = HERE, explicit: bool = False) -> Outcome:
+    return Outcome(kind, place, 5 if kind != "refused" else 0, 10, 60.0, explicit)  # type: ignore[arg-type]
+
+
+def test_off_gives_no_rule_and_fixed_the_calibrated_one() -> None:
+    assert ConfidenceFilter("off").confidence_for(HERE, explicit=False) is None
+    fixed = ConfidenceFilter("fixed")
+    for _ in range(50):
+        fixed.learn(outcome("refused"), now=0.0)
+    rule = fixed.confidence_for(HERE, explicit=False, now=0.0)
+    assert rule is not None and rule.min_prob == CALIBRATED_MIN_PROB and rule.drop_unsure_start
+
+
+def test_explicit_requests_are_cut_but_never_dropped() -> None:
+    rule = ConfidenceFilter("adaptive").confidence_for(HERE, explicit=True)
+    assert rule is not None and not rule.drop_unsure_start
+
+
+def test_refusals_raise_a_place_threshold_and_leave_others_alone() -> None:
+    f = ConfidenceFilter("adaptive")
+    for _ in range(40):
+        f.learn(outcome("refused"), now=100.0)
+    raised = f.threshold(HERE, now=100.0)
+    assert raised > CALIBRATED_MIN_PROB + 0.2  # the place shows less
+    assert raised <= 0.95  # bounded
+    assert f.threshold(THERE, now=100.0) == CALIBRATED_MIN_PROB
+
+
+def test_accepts_bring_it_back_and_below() -> None:
+    f = ConfidenceFilter("adaptive")
+    for _ in range(40):
+        f.learn(outcome("refused"), now=0.0)
+    for _ in range(60):
+        f.learn(outcome("accepted"), now=0.0)
+    assert f.threshold(HERE, now=0.0) < CALIBRATED_MIN_PROB  # shows more where users take
+
+
+def test_the_shift_decays_with_time() -> None:
+    f = ConfidenceFilter("adaptive")
+    for _ in range(40):
+        f.learn(outcome("refused"), now=0.0)
+    soon = f.threshold(HERE, now=60.0)
+    later = f.threshold(HERE, now=10 * HALF_LIFE_S)
+    assert soon > later and abs(later - CALIBRATED_MIN_PROB) < 0.01
+
+
+def test_explicit_outcomes_teach_nothing() -> None:
+    f = ConfidenceFilter("adaptive")
+    for _ in range(40):
+        f.learn(outcome("refused", explicit=True), now=0.0)
+    assert f.threshold(HERE, now=0.0) == CALIBRATED_MIN_PROB
+
+
+def test_starts_from_earlier_sessions() -> None:
+    f = ConfidenceFilter("adaptive")
+    f.start_from(
+        Record(0.0, "python", "end", "space", "refused", 0, 9, 50.0, False) for _ in range(40)
+    )
+    assert f.threshold(HERE, now=1.0) > CALIBRATED_MIN_PROB
