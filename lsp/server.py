@@ -22,7 +22,7 @@ from ghostfim.engine import env
 from ghostfim.engine.service.completion import CompletionService, CursorState
 from ghostfim.engine.service.stats import RequestStats, ServiceStatus
 from ghostfim.lsp import VERSION
-from ghostfim.lsp.documents import cursor_state, units_to_chars
+from ghostfim.lsp.documents import units_to_chars
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
@@ -30,7 +30,6 @@ from ghostfim.lsp.textsync import (
     encoding_name,
     open_document,
     register_debug_features,
-    request_offset,
 )
 from ghostfim.lsp.wire import stats_json, status_json
 
@@ -252,12 +251,9 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
     async def inline_completion(
         ls: GhostfimServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
-        uri = params.text_document.uri
-        doc = open_document(ls, uri)  # -32602 unless open (URIs compared percent-decoded)
-        text, version = doc.source, doc.version or 0
+        doc = open_document(ls, params.text_document.uri)  # -32602 unless open
         pos = params.position
-        offset = request_offset(doc, pos)  # -32602 past the end; a long column clamps
-        state = cursor_state(uri, version, pos, text, offset, pos.line, doc.language_id or "")
+        state = doc.cursor_at(pos)  # -32602 past the end; a long column clamps
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         # Answered in bounded time (engine/deadline.py); held while the model loads.
         answer = await ls.service.complete(state, explicit=explicit)

@@ -36,10 +36,12 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from ghostfim.engine import env
+from ghostfim.engine.service.documents import CursorState
 from ghostfim.lsp.documents import (
     LineIndex,
     PositionError,
     chars_to_units,
+    cursor_state,
     locate,
 )
 
@@ -103,6 +105,23 @@ class SyncedDocument(TextDocument):
         if problem is not None:
             raise PositionError(problem)
         return offset
+
+    def cursor_at(self, position: types.Position) -> CursorState:
+        """What the engine needs of a request's cursor; -32602 when it is not in the document
+        (a column past its line's end is the end of the line)."""
+        try:
+            offset = self.offset_at(position.line, position.character)
+        except PositionError as exc:
+            raise JsonRpcInvalidParams(f"{self.uri}: {exc}") from None
+        return cursor_state(
+            self.uri,
+            self.version or 0,
+            position,
+            self.source,
+            offset,
+            position.line,
+            self.language_id or "",
+        )
 
     def offset_at_position(self, client_position: types.Position) -> int:
         return self.clamped_offset(client_position)[0]
@@ -233,14 +252,6 @@ def open_document(server: LanguageServer, uri: str) -> SyncedDocument:
     if doc is None:
         raise JsonRpcInvalidParams(f"document {uri} is not open")
     return doc
-
-
-def request_offset(doc: SyncedDocument, position: types.Position) -> int:
-    """The offset of a request's position, or the request's error (-32602)."""
-    try:
-        return doc.offset_at(position.line, position.character)
-    except PositionError as exc:
-        raise JsonRpcInvalidParams(f"{doc.uri}: {exc}") from None
 
 
 def register_debug_features(server: LanguageServer) -> bool:

@@ -48,7 +48,7 @@ def stats_json(s: RequestStats) -> dict[str, Any]:
         "networkMs": _ms(s.network_ms),
         "extraTokens": s.extra_tokens,
         "suffixCut": s.suffix_cut,
-        "filteredChars": s.filtered_chars,
+        "stopReason": s.stop_reason,
         "model": s.model,
     }
     if s.reason:

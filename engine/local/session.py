@@ -22,6 +22,7 @@ within milliseconds) or one decode step.
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 import threading
 import time
@@ -49,7 +50,7 @@ from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
-from ghostfim.engine.text.confidence import Confidence, first_word_end, judge
+from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
 from ghostfim.engine.text.finish import finish, stop_policy
 from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
@@ -81,6 +82,8 @@ class ModelSession:
         cost: PrefillCostModel | None = None,
     ) -> None:
         self.model = model
+        # What the prompt builders tokenize with: llama.cpp's own, no special tokens parsed.
+        self.tokenize = functools.partial(model.tokenize, add_special=False, parse_special=False)
         self.template: FimTemplate = template_of(model)
         self.info = ModelInfo(
             info.name,
@@ -120,9 +123,6 @@ class ModelSession:
 
     def _should_abort(self, _data: object) -> bool:
         return self._abortable and self._active.cancelled
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.model.tokenize(text, add_special=False, parse_special=False)
 
     def set_budgets(self, budgets: Budgets) -> BudgetsInEffect:
         """The budgets, clamped to what a slot holds (engine/prompt/builder.py fit_budgets).
@@ -342,8 +342,8 @@ class ModelSession:
 
         With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
         and only what follows it is the suggestion. With `confidence`, the suggestion ends
-        before the first token the model is unsure of (stop reason "unsure"), or is dropped
-        when its first word is unsure ("unsure_start").
+        where the model stops being sure (stop reason "unsure"), and one that is never worth
+        showing is dropped ("unsure_start"); engine/text/confidence.py.
         """
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
@@ -352,18 +352,26 @@ class ModelSession:
         stop_ids = self.template.stop_tokens
         probs = [] if probs is None else probs
         ends = [] if ends is None else ends
+        cut = ConfidenceCut(confidence) if confidence is not None else None
+
+        def end(text: str, reason: str) -> tuple[str, int, str]:
+            if cut is not None and reason != "cancelled" and not cut.final(text):
+                del probs[:], ends[:]
+                return "", generated, "unsure_start"
+            return text, generated, reason
+
         while True:
             if token in stop_ids or self.model.is_eog(token):
-                return text, generated, "eog"
+                return end(text, "eog")
             piece_bytes = self.model.token_piece(token)
             if heal:
                 done = min(len(heal), len(piece_bytes))
                 piece_bytes, heal = piece_bytes[done:], heal[done:]
             piece = utf8.decode(piece_bytes)
-            if confidence is not None:
-                verdict = judge(text, piece, prob, confidence)
+            if cut is not None:
+                verdict = cut.judge(text, piece, prob)
                 if verdict == "cut":
-                    return text, generated, "unsure"
+                    return end(text, "unsure")
                 if verdict == "drop":
                     del probs[:], ends[:]
                     return "", generated, "unsure_start"
@@ -373,28 +381,23 @@ class ModelSession:
             ends.append(len(text))
             decision = policy.check(text)
             if decision.stop:
-                return (
-                    text[: decision.keep] if decision.keep >= 0 else text,
-                    generated,
-                    decision.reason,
-                )
-            # A suggestion whose first word may still be dropped is not shown before that
-            # word is whole (no ghost text that appears and vanishes).
-            unsettled = confidence is not None and confidence.drop_unsure_start
-            if on_text is not None and not (unsettled and first_word_end(text) is None):
+                return end(text[: decision.keep] if decision.keep >= 0 else text, decision.reason)
+            # Nothing is shown before some of it is worth showing: no ghost text that appears
+            # and then vanishes when the suggestion is dropped.
+            if on_text is not None and (cut is None or cut.worth_showing):
                 on_text(text)
             if generated >= max_tokens:
-                return text, generated, "max_tokens"
+                return end(text, "max_tokens")
             if cancel.cancelled:
-                return text, generated, "cancelled"
+                return end(text, "cancelled")
             length = self.slots.length(slot)
             if not self.slots.fits(length + 1):
-                return text, generated, "context_full"
+                return end(text, "context_full")
             try:
                 token, prob = self.decode_one_token(slot, token, heal)
             except native.DecodeAborted:
                 self.model.kv_remove_from(length, slot)
-                return text, generated, "cancelled"
+                return end(text, "cancelled")
 
     def forget_document(self, doc_id: str) -> None:
         """A closed document's KV snapshots go (called on the model thread)."""

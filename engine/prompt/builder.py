@@ -296,13 +296,11 @@ def _word_fragment(data: bytes) -> bool:
 
 
 def _joins_what_follows(piece: bytes, text: str) -> bool:
-    """A short token of punctuation or spaces, after code on its line (not indentation, not a
-    line break): BPE would have joined it to what the user types next."""
-    if not piece or len(piece) > 8 or b"\n" in piece:
+    """A short token of punctuation or spaces at the end of the text (not a line break): BPE
+    would have joined it to what the user types next. Indentation too: "    " then " def" is
+    how "    def" is split, so a prompt ending in four spaces gets a fifth."""
+    if not piece or len(piece) > 16 or b"\n" in piece:
         return False
-    line = text[text.rfind("\n") + 1 :]
-    if not line.strip() or line.endswith("  "):
-        return False  # indentation, or spaces that align something
     return not any(c.isalnum() or c == "_" for c in piece.decode("utf-8", errors="replace"))
 
 

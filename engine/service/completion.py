@@ -56,7 +56,6 @@ from ghostfim.engine.service.stats import (
 )
 from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
 from ghostfim.engine.text.place import place_of
-from ghostfim.engine.text.postprocess import too_much_after_cursor
 
 log = logging.getLogger("ghostfim.service")
 
@@ -120,7 +119,7 @@ class CompletionService:
         self.host = BackendHost(_HostEvents(self), self.worker, opener, self._backend_swapped)
         self.followups = FollowUps(
             self.worker,
-            lambda: self.host.backend,
+            self.host,
             self.cache,
             self.acceptance,
             events,
@@ -348,10 +347,10 @@ class CompletionService:
         """The rules that answer an automatic request empty before any model work."""
         if explicit:
             return None
-        if too_much_after_cursor(state.rest_of_line, self.config.max_rest_of_line):
-            return "rest of line"
         place = place_of(state.language, state.prefix, state.suffix)
-        return self.filter.refuse_before_model(place, explicit)
+        return self.filter.refuse_before_model(
+            state.rest_of_line, place, self.config.max_rest_of_line
+        )
 
     def _supersede(self, record: DocumentRecord) -> None:
         job, record.job = record.job, None
@@ -430,7 +429,7 @@ class CompletionService:
         self.cache.put(state.prefix, state.suffix, suggestion)
         record.ghost = GhostTarget(suggestion, state)
         job = self.worker.submit_completion(
-            lambda: self.host.backend,
+            self.host,
             self._request_for(state, "full" if explicit else "keystroke", explicit=explicit),
             Priority.INTERACTIVE,
             label=f"complete {state.doc_id} v{state.version}",

@@ -2,19 +2,20 @@
 
 Setting `filter`:
 - "off": every suggestion as the model wrote it (the behaviour before the filter existed).
-- "fixed": each suggestion is cut where the model stops being sure (engine/text/confidence.py)
-  at the calibrated threshold CALIBRATED_MIN_PROB, and dropped when even its first word is
-  unsure; automatic requests at places where users almost never accept are not sent to the
-  model at all (`refuse_before_model`).
-- "adaptive" (the default): as "fixed", but the threshold of each kind of place (language ×
-  where the cursor is, engine/text/place.py) moves with this user's own accepts and refusals
-  there: many refusals raise it (the place shows less), accepts lower it. The move is bounded
-  (MAX_SHIFT, in log-odds) and the evidence decays, per outcome and with time, so a threshold
-  returns to the calibrated one when the user's behaviour changes.
+- "fixed": each suggestion grows only while it is worth reading and ends where the model stops
+  being sure (engine/text/confidence.py), with the calibrated numbers CALIBRATED; a
+  suggestion never worth showing is not shown; a next line offered at the end of a line is
+  dropped.
+- "adaptive" (the default): as "fixed", but the cost of a refusal at each kind of place
+  (language × where the cursor is, engine/text/place.py) moves with this user's own accepts
+  and refusals there: many refusals raise it (the place shows less, and shorter), accepts lower
+  it. The move is bounded (MAX_SHIFT) and the evidence decays, per outcome and with time, so a
+  place returns to the calibrated cost when the user's behaviour changes.
 
-Explicit requests (the user asked) are never suppressed: they may be cut, after their first
-word. The calibration is bench/calibrate_filter.py on the accepting-user benchmark; its data
-and choice are docs/filter-calibration.jsonl and docs/benchmarks.md.
+Rules before the model (`refuse_before_model`) answer an automatic request empty with no model
+work at all. Explicit requests (the user asked) are never suppressed: they may be cut, after
+their first word. The calibration is bench/calibrate_filter.py on the accepting-user benchmark;
+its data and choice are docs/filter-calibration.jsonl and docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -31,17 +32,16 @@ from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.place import Place
 
 # Chosen by bench/calibrate_filter.py (docs/filter-calibration.jsonl): the most keystrokes saved
-# for a Tab-only user while a user who also takes words loses at most 5% of their characters.
-CALIBRATED_MIN_PROB = 0.3
-# The share of read suggestions users took on the calibration data at that threshold: the
-# prior each place starts from, worth PRIOR_WEIGHT outcomes.
+# for a Tab-only user while a user who also takes words keeps 95% of theirs.
+CALIBRATED = Confidence(refusal_cost=4.0, sharpness=0.35, first_word_min_prob=0.0)
+# The share of read suggestions users took on the calibration data with that rule: the prior
+# each place starts from, worth PRIOR_WEIGHT outcomes.
 CALIBRATED_ACCEPT_RATE = 0.3
 PRIOR_WEIGHT = 8.0
-MAX_SHIFT = 1.5  # how far a place's threshold may move, in log-odds (0.3 -> 0.08..0.66)
-SHIFT_GAIN = 0.8  # log-odds of threshold per log-odds of accept rate away from the prior
+MAX_SHIFT = 2.0  # how far a place's refusal cost may move, in log units (x0.14 .. x7.4)
+SHIFT_GAIN = 1.0  # log units of cost per log-odds of accept rate away from the prior
 PER_OUTCOME_DECAY = 0.97  # each new outcome at a place weighs the older ones this much less
 HALF_LIFE_S = 3 * 24 * 3600.0  # and they halve in weight every three days
-MIN_PROB, MAX_PROB = 0.02, 0.95
 
 
 @dataclass
@@ -68,35 +68,53 @@ class ConfidenceFilter:
         """The cut rule for a request at `place` (None: filter off)."""
         if self.mode == "off":
             return None
-        return Confidence(self.threshold(place, now), drop_unsure_start=not explicit)
+        return Confidence(
+            refusal_cost=self.refusal_cost(place, now),
+            sharpness=CALIBRATED.sharpness,
+            first_word_min_prob=CALIBRATED.first_word_min_prob,
+            drop_unsure_start=not explicit,
+            drop_line_break_start=not explicit
+            and place.position == "end"
+            and place.after != "indent",
+        )
 
-    def threshold(self, place: Place, now: float | None = None) -> float:
+    def refusal_cost(self, place: Place, now: float | None = None) -> float:
+        """What a refusal costs at `place` now: the calibrated cost, raised where this user
+        refuses more than users did in the calibration, lowered where they take more."""
+        return CALIBRATED.refusal_cost * math.exp(self.shift(place, now))
+
+    def shift(self, place: Place, now: float | None = None) -> float:
+        """How far the place's refusal cost moved from the calibrated one, in log units."""
         if self.mode != "adaptive":
-            return CALIBRATED_MIN_PROB
+            return 0.0
         evidence = self._places.get(place.key)
         if evidence is None:
-            return CALIBRATED_MIN_PROB
+            return 0.0
         e = evidence.decayed(time.time() if now is None else now)
         rate = (e.accepted + PRIOR_WEIGHT * CALIBRATED_ACCEPT_RATE) / (
             e.accepted + e.refused + PRIOR_WEIGHT
         )
         shift = SHIFT_GAIN * (_logit(CALIBRATED_ACCEPT_RATE) - _logit(rate))
-        shift = max(-MAX_SHIFT, min(MAX_SHIFT, shift))
-        return max(MIN_PROB, min(MAX_PROB, _sigmoid(_logit(CALIBRATED_MIN_PROB) + shift)))
+        return max(-MAX_SHIFT, min(MAX_SHIFT, shift))
 
-    def refuse_before_model(self, place: Place, explicit: bool) -> str | None:
+    def refuse_before_model(
+        self, rest_of_line: str, place: Place, max_rest_of_line: int
+    ) -> str | None:
         """Why an automatic request is answered empty without asking the model (None: ask).
+        Explicit requests never come here.
 
-        Measured on the calibration data (docs/benchmarks.md, "Where users take
-        suggestions"): none of the kinds of place was refused often enough, with the cut in
-        place, to skip the model there outright; the adaptive threshold shows less where this
-        user refuses. The rule stays here, where a measured one belongs."""
-        del place, explicit
+        Besides the rest-of-line rule (always on), the kinds of place were measured on the
+        calibration data (docs/benchmarks.md, "Where users take suggestions"): none was
+        refused often enough, with the cut in place, to skip the model there outright; the
+        adaptive refusal cost shows less where this user refuses."""
+        if too_much_after_cursor(rest_of_line, max_rest_of_line):
+            return "rest of line"
+        del place
         return None
 
     # --- what the user did ----------------------------------------------------------------------
     def learn(self, outcome: Outcome, now: float | None = None) -> None:
-        """An accept or refusal at a place moves that place's threshold."""
+        """An accept or refusal at a place moves that place's refusal cost."""
         if outcome.explicit:
             return  # the user asked: says nothing about automatic suggestions there
         self._add(outcome.place.key, outcome.kind != "refused", time.time() if now is None else now)
@@ -124,5 +142,14 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def _sigmoid(x: float) -> float:
-    return 1 / (1 + math.exp(-x))
+def too_much_after_cursor(rest_of_line: str, limit: int) -> bool:
+    """No automatic suggestion when more than `limit` characters follow the cursor on its line
+    (setting `maxRestOfLine`, default 8): llama.vim's `max_line_suffix` rule, same default.
+
+    The user is editing inside existing code there, and a suggestion would be inserted in the
+    middle of it. Like llama.vim, whitespace before that code counts (the cursor in the
+    indentation of `    return x` has 12 characters after it); unlike it, trailing whitespace
+    does not (it is invisible, and a line of only whitespace is an empty line to both).
+    Explicit requests are always answered.
+    """
+    return len(rest_of_line.rstrip()) > limit

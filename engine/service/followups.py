@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from ghostfim.engine.backend import Completion, CompletionBackend, CompletionRequest
+from ghostfim.engine.backend import Completion, CompletionRequest
 from ghostfim.engine.service.acceptance import AcceptanceLog
 from ghostfim.engine.service.documents import CursorState, DocumentRecord, GhostTarget
-from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority
+from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority, Serving
 from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
 
 log = logging.getLogger("ghostfim.followups")
@@ -42,14 +42,14 @@ class FollowUps:
     def __init__(
         self,
         worker: ModelWorker,
-        backend_of: Callable[[], CompletionBackend | None],
+        serving: Serving,
         cache: SuggestionCache,
         acceptance: AcceptanceLog,
         events: GhostSink,
         request_for: RequestFor,
     ) -> None:
         self.worker = worker
-        self.backend_of = backend_of
+        self.serving = serving
         self.cache = cache
         self.acceptance = acceptance
         self.events = events
@@ -146,7 +146,7 @@ class FollowUps:
     ) -> Completion | None:
         request = replace(request, background=True)
         job = self.worker.submit_completion(
-            self.backend_of, request, priority, label=priority.name.lower()
+            self.serving, request, priority, label=priority.name.lower()
         )
         assert job.future is not None
         try:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from ghostfim.engine.backend import (
     CancelToken,
@@ -33,6 +33,13 @@ from ghostfim.engine.backend import (
 )
 
 log = logging.getLogger("ghostfim.scheduler")
+
+
+class Serving(Protocol):
+    """Whoever knows the backend that serves now (engine/service/host.py)."""
+
+    @property
+    def backend(self) -> CompletionBackend | None: ...
 
 
 class Priority(IntEnum):
@@ -98,7 +105,7 @@ class ModelWorker:
 
     def submit_completion(
         self,
-        backend_of: Callable[[], CompletionBackend | None],
+        serving: Serving,
         request: CompletionRequest,
         priority: Priority,
         label: str,
@@ -107,7 +114,7 @@ class ModelWorker:
         """Queue a completion on whatever backend serves when it runs (JobDropped if none)."""
 
         def run(cancel: CancelToken) -> Completion:
-            backend = backend_of()
+            backend = serving.backend
             if backend is None:
                 raise JobDropped("no backend")
             return backend.complete(request, cancel, on_text)

@@ -57,19 +57,6 @@ _SPECIAL = re.compile(r"[()\[\]{}'\"`\\\n]")
 
 
 # --- before asking ----------------------------------------------------------------------------
-def too_much_after_cursor(rest_of_line: str, limit: int) -> bool:
-    """No automatic suggestion when more than `limit` characters follow the cursor on its line
-    (setting `maxRestOfLine`, default 8): llama.vim's `max_line_suffix` rule, same default.
-
-    The user is editing inside existing code there, and a suggestion would be inserted in the
-    middle of it. Like llama.vim, whitespace before that code counts (the cursor in the
-    indentation of `    return x` has 12 characters after it); unlike it, trailing whitespace
-    does not (it is invisible, and a line of only whitespace is an empty line to both).
-    Explicit requests are always answered.
-    """
-    return len(rest_of_line.rstrip()) > limit
-
-
 # --- whitespace ------------------------------------------------------------------------------
 def strip_trailing_whitespace(text: str, ctx: CursorContext | None = None) -> str:
     """No trailing spaces on the suggestion's lines, no trailing blank lines: invisible in a

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from ghostfim.engine.service.acceptance import Outcome
-from ghostfim.engine.service.filter import (
-    CALIBRATED_MIN_PROB,
-    HALF_LIFE_S,
-    ConfidenceFilter,
-)
+from ghostfim.engine.service.filter import CALIBRATED, HALF_LIFE_S, ConfidenceFilter
 from ghostfim.engine.service.localstats import Record
 from ghostfim.engine.text.place import Place
 
@@ -25,7 +21,8 @@ def test_off_gives_no_rule_and_fixed_the_calibrated_one() -> None:
     for _ in range(50):
         fixed.learn(outcome("refused"), now=0.0)
     rule = fixed.confidence_for(HERE, explicit=False, now=0.0)
-    assert rule is not None and rule.min_prob == CALIBRATED_MIN_PROB and rule.drop_unsure_start
+    assert rule is not None and rule.refusal_cost == CALIBRATED.refusal_cost
+    assert rule.drop_unsure_start and rule.drop_line_break_start  # the end of a line
 
 
 def test_explicit_requests_are_cut_but_never_dropped() -> None:
@@ -37,10 +34,10 @@ def test_refusals_raise_a_place_threshold_and_leave_others_alone() -> None:
     f = ConfidenceFilter("adaptive")
     for _ in range(40):
         f.learn(outcome("refused"), now=100.0)
-    raised = f.threshold(HERE, now=100.0)
-    assert raised > CALIBRATED_MIN_PROB + 0.2  # the place shows less
-    assert raised <= 0.95  # bounded
-    assert f.threshold(THERE, now=100.0) == CALIBRATED_MIN_PROB
+    raised = f.refusal_cost(HERE, now=100.0)
+    assert raised > 2 * CALIBRATED.refusal_cost  # the place shows less
+    assert raised <= CALIBRATED.refusal_cost * 7.5  # bounded
+    assert f.refusal_cost(THERE, now=100.0) == CALIBRATED.refusal_cost
 
 
 def test_accepts_bring_it_back_and_below() -> None:
@@ -49,23 +46,23 @@ def test_accepts_bring_it_back_and_below() -> None:
         f.learn(outcome("refused"), now=0.0)
     for _ in range(60):
         f.learn(outcome("accepted"), now=0.0)
-    assert f.threshold(HERE, now=0.0) < CALIBRATED_MIN_PROB  # shows more where users take
+    assert f.refusal_cost(HERE, now=0.0) < CALIBRATED.refusal_cost  # shows more where users take
 
 
 def test_the_shift_decays_with_time() -> None:
     f = ConfidenceFilter("adaptive")
     for _ in range(40):
         f.learn(outcome("refused"), now=0.0)
-    soon = f.threshold(HERE, now=60.0)
-    later = f.threshold(HERE, now=10 * HALF_LIFE_S)
-    assert soon > later and abs(later - CALIBRATED_MIN_PROB) < 0.01
+    soon = f.refusal_cost(HERE, now=60.0)
+    later = f.refusal_cost(HERE, now=10 * HALF_LIFE_S)
+    assert soon > later and abs(later - CALIBRATED.refusal_cost) < 0.05
 
 
 def test_explicit_outcomes_teach_nothing() -> None:
     f = ConfidenceFilter("adaptive")
     for _ in range(40):
         f.learn(outcome("refused", explicit=True), now=0.0)
-    assert f.threshold(HERE, now=0.0) == CALIBRATED_MIN_PROB
+    assert f.refusal_cost(HERE, now=0.0) == CALIBRATED.refusal_cost
 
 
 def test_starts_from_earlier_sessions() -> None:
@@ -73,4 +70,4 @@ def test_starts_from_earlier_sessions() -> None:
     f.start_from(
         Record(0.0, "python", "end", "space", "refused", 0, 9, 50.0, False) for _ in range(40)
     )
-    assert f.threshold(HERE, now=1.0) > CALIBRATED_MIN_PROB
+    assert f.refusal_cost(HERE, now=1.0) > CALIBRATED.refusal_cost
