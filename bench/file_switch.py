@@ -8,10 +8,14 @@ automatic inlineCompletion request answered before the next (so the figures are 
 not the typing rhythm's); after each file a pause of `--dwell` seconds, as when a user reads.
 Then back in A the line goes on: the first keystroke back is compared with A's warm keystrokes.
 
+Two ways back, each its own pass: after the dwell (the user read C's ghost text), and at once
+(`--back-after 0`: the user saw C's ghost text appear and moved on while C's job still streamed
+the rest of its suggestion; the keystroke back used to queue behind that job for 0.2-1.9 s).
 Two servers side by side in one run: per-document KV snapshots on (the default, kvSnapshotMb
 256) and off (kvSnapshotMb 0: the behaviour before snapshots, where coming back is a cold
-start). Printed: TTFT of the first keystroke back, A's warm median, the share of that prompt
-served from the KV cache, and the milliseconds and bytes of each snapshot and restore.
+start). Printed: TTFT of the first keystroke back (and its time queued), A's warm median, the
+share of that prompt served from the KV cache, and the milliseconds and bytes of each snapshot
+and restore.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Typed:
     reused: int = 0
     new: int = 0
     source: str = ""
+    queue_ms: float = 0.0
 
     @property
     def cache_share(self) -> float:
@@ -124,6 +129,7 @@ class Document:
                 typed.source = p["source"]
                 typed.ttft_ms = p["ttftMs"] if p["ttftMs"] > 0 else None
                 typed.reused, typed.new = p["reusedTokens"], p["newTokens"]
+                typed.queue_ms = p["queueMs"]
         return typed
 
 
@@ -134,6 +140,7 @@ async def run_system(
     chars: int,
     dwell_s: float,
     seed: int,
+    back_after_s: float | None = None,
 ) -> tuple[Run, dict[str, list[Typed]]]:
     client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
     run = Run(system)
@@ -148,7 +155,10 @@ async def run_system(
         versions: dict[str, list[tuple[Document, int]]] = {}
         for doc in docs:  # A, B, C
             versions[doc.uri] = [(doc, await doc.type_one()) for _ in range(chars)]
-            await asyncio.sleep(dwell_s)
+            # Back to A: after the dwell, or (--back-after 0) as soon as C's last keystroke is
+            # answered, while its job still streams the rest of its suggestion.
+            last = doc is docs[-1] and back_after_s is not None
+            await asyncio.sleep(back_after_s if last else dwell_s)
         versions["back"] = [(docs[0], await docs[0].type_one()) for _ in range(4)]  # back in A
         await asyncio.sleep(2.0)  # the last jobs report their stats
         for key, typed in versions.items():
@@ -172,6 +182,7 @@ def summarize(system: str, per_doc: dict[str, list[Typed]], kv: dict[str, Any]) 
         "firstBackSource": back.source,
         "firstBackCacheShare": round(back.cache_share, 3),
         "firstBackNewTokens": back.new,
+        "firstBackQueueMs": back.queue_ms,
         "ratioToWarm": round((back.ttft_ms or 0) / warm_median, 2) if warm else None,
         "snapshots": kv.get("recent", []),
         "keystrokes": {
@@ -190,7 +201,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         lines.append(
             f"| {r['system']} | {r['warmMedianTtftMs']:.1f} ms | {r['firstBackTtftMs']} ms "
-            f"({r['firstBackSource']}) | {r['ratioToWarm']} "
+            f"({r['firstBackSource']}, queued {r['firstBackQueueMs']} ms) | {r['ratioToWarm']} "
             f"| {100 * r['firstBackCacheShare']:.1f}% | {r['firstBackNewTokens']} |"
         )
     for r in rows:
@@ -234,11 +245,23 @@ async def main_async(args: argparse.Namespace) -> int:
         "snapshots on": {**model, "kvSnapshotMb": 256},
         "snapshots off (before)": {**model, "kvSnapshotMb": 0},
     }
+    ways_back = {"after the dwell": None, "at once": 0.0}
+    if args.back_after is not None:
+        ways_back = {f"after {args.back_after:g} s": args.back_after}
     rows = []
     started = time.perf_counter()
-    for name, settings in systems.items():
-        run, per_doc = await run_system(name, settings, traces, args.chars, args.dwell, args.seed)
-        rows.append(summarize(name, per_doc, run.kv))
+    for way, back_after in ways_back.items():
+        for name, settings in systems.items():
+            run, per_doc = await run_system(
+                f"{name}, back {way}",
+                settings,
+                traces,
+                args.chars,
+                args.dwell,
+                args.seed,
+                back_after,
+            )
+            rows.append(summarize(f"{name}, back {way}", per_doc, run.kv))
     print(
         f"files: {', '.join(Path(t.path).name for t in traces)}; model {args.model}; "
         f"{args.chars} characters typed in each; {time.perf_counter() - started:.0f} s\n"
@@ -264,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chars", type=int, default=12, help="characters typed in each file")
     parser.add_argument("--dwell", type=float, default=3.0, help="seconds in each file after")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--back-after",
+        type=float,
+        default=None,
+        help="seconds after C's last answer before going back to A (default: both after the"
+        " dwell and at once)",
+    )
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
     return asyncio.run(main_async(args))

@@ -316,6 +316,7 @@ class CompletionService:
     ) -> Answer:
         """Step 2, admission, then step 3 within the request's deadline."""
         self._supersede(record)
+        self._leave_others(record)
         number = record.latest
         if not self.config.enable:
             return Answer("", "none", "disabled")
@@ -356,6 +357,16 @@ class CompletionService:
         job, record.job = record.job, None
         if job is not None and not job.suggestion.done:
             job.cancel()
+
+    def _leave_others(self, record: DocumentRecord) -> None:
+        """One cursor: model work here stops what other documents' jobs still generate.
+        Their requests were answered at their first visible text and the rest only streams
+        into ghost text the user has left; but they run at interactive priority, which
+        nothing else stops, so this request would queue behind the rest of theirs (going
+        back to a file waited 0.2-1.9 s for the one just left)."""
+        for other in self.docs.values():
+            if other is not record:
+                self._supersede(other)
 
     async def _hold(self, record: DocumentRecord, number: int) -> Answer | None:
         """Wait for a backend (the model loads); None once one serves, else the answer."""
