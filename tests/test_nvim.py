@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +99,9 @@ def _run_script(binary: Path, script: str, **env_overrides: str) -> tuple[str, f
     env = dict(os.environ)
     # A server command set by hand wins (e.g. another checkout's server).
     env.setdefault("GHOSTFIM_SERVER_CMD", json.dumps(_server_cmd()))
+    # The server keeps acceptance statistics between sessions and its filter starts from them:
+    # each run starts from none, and never touches the user's own (~/.local/state/ghostfim).
+    env["GHOSTFIM_STATE_DIR"] = tempfile.mkdtemp(prefix="ghostfim-nvim-state-")
     env.update(env_overrides)
     path = PLUGIN / "tests" / script
     luafile = "luafile " + str(path).replace("\\", "\\\\").replace(" ", "\\ ")
@@ -121,6 +125,8 @@ def _run_script(binary: Path, script: str, **env_overrides: str) -> tuple[str, f
             f"nvim did not finish within {TIMEOUT_S} s\n--- stdout ---\n{out}\n"
             f"--- stderr ---\n{err}"
         )
+    finally:
+        shutil.rmtree(env["GHOSTFIM_STATE_DIR"], ignore_errors=True)
     elapsed = time.perf_counter() - started
     output = f"--- stdout ---\n{run.stdout}\n--- stderr ---\n{run.stderr}"
     assert run.returncode == 0, f"nvim exited with {run.returncode}\n{output}"

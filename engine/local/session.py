@@ -51,7 +51,7 @@ from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
 from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
-from ghostfim.engine.text.finish import finish, stop_policy
+from ghostfim.engine.text.finish import finish, stop_policy, streaming
 from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
@@ -246,7 +246,7 @@ class ModelSession:
             request.max_tokens,
             policy,
             cancel,
-            on_text,
+            streaming(on_text, request, ctx),
             heal=prompt.heal,
             confidence=request.confidence,
             probs=probs,

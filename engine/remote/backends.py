@@ -73,7 +73,7 @@ from ghostfim.engine.remote.stream import (
     reason_of,
     sse_payload,
 )
-from ghostfim.engine.text.finish import finish, stop_policy
+from ghostfim.engine.text.finish import finish, stop_policy, streaming
 
 log = logging.getLogger("ghostfim.remote")
 
@@ -183,7 +183,8 @@ class RemoteBackend:
     ) -> Completion:
         timings = RemoteTimings()
         ctx, policy = stop_policy(request)
-        run = StreamRun(policy, on_text, timings, time.perf_counter(), request.max_tokens)
+        stream = streaming(on_text, request, ctx)
+        run = StreamRun(policy, stream, timings, time.perf_counter(), request.max_tokens)
         reason = await self._supervise(self._attempt(request, run), run, cancel)
         if request.max_tokens <= 0 and reason != "cancelled":
             reason = "prefill_only"

@@ -212,13 +212,17 @@ class CompletionService:
         if job is not None and not job.suggestion.done:
             if not _typed_into(job.state, job.suggestion, text):
                 job.cancel()
-                self.acceptance.left(doc_id, time.monotonic())
+                if not _typed_all_of(job.state, job.suggestion, text):
+                    self.acceptance.left(doc_id, time.monotonic())
             return
         ghost = record.ghost
         if ghost is not None and not _typed_into(ghost.state, ghost.suggestion, text, ghost.typed):
             record.ghost = None
-            self.acceptance.left(doc_id, time.monotonic())
             self.worker.preempt_background()
+            # The editor inserting the whole suggestion (an accept, whose command follows) or
+            # the user typing all of it is not leaving it: no refusal.
+            if not _typed_all_of(ghost.state, ghost.suggestion, text, ghost.typed):
+                self.acceptance.left(doc_id, time.monotonic())
 
     def document_closed(self, doc_id: str) -> None:
         self.acceptance.closed(doc_id)
@@ -607,6 +611,24 @@ def _typed_into(state: CursorState, suggestion: Suggestion, text: str, typed: st
         and text[state.offset + delta : state.offset + delta + len(state.edge_after)]
         == state.edge_after
         and suggestion.could_continue(typed + text[state.offset : state.offset + delta])
+    )
+
+
+def _typed_all_of(
+    state: CursorState, suggestion: Suggestion, text: str, typed: str = ""
+) -> bool:
+    """Whether `text` is `state`'s document with the rest of the suggestion (what it shows, no
+    trailing whitespace) typed at the cursor: all of it taken."""
+    delta = len(text) - state.doc_length
+    inserted = typed + text[state.offset : state.offset + delta]
+    shown = visible(suggestion.text)
+    return (
+        delta > 0
+        and bool(shown)
+        and inserted.rstrip() == shown
+        and text[max(0, state.offset - len(state.edge_before)) : state.offset] == state.edge_before
+        and text[state.offset + delta : state.offset + delta + len(state.edge_after)]
+        == state.edge_after
     )
 
 

@@ -3,9 +3,9 @@ generated, and the clean-up rules that make the suggestion an editor shows."""
 
 from __future__ import annotations
 
-from ghostfim.engine.backend import Completion, CompletionRequest
+from ghostfim.engine.backend import Completion, CompletionRequest, OnText
 from ghostfim.engine.text.cursor import CursorContext
-from ghostfim.engine.text.postprocess import clean_suggestion
+from ghostfim.engine.text.postprocess import clean_suggestion, drop_indent_already_typed
 from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
@@ -14,6 +14,22 @@ def stop_policy(request: CompletionRequest) -> tuple[CursorContext, StopPolicy]:
     """The cursor's surroundings and the stop rules for this request."""
     ctx = CursorContext.around(request.prefix, request.suffix)
     return ctx, StopPolicy.for_context(request.multiline, ctx)
+
+
+def streaming(
+    on_text: OnText | None, request: CompletionRequest, ctx: CursorContext
+) -> OnText | None:
+    """`on_text` for a suggestion still being generated: the clean-up that cannot change as it
+    grows (the indentation the user already typed) is applied to each partial text, so the
+    streamed ghost text is a start of the final one; the rest of the rules wait for the end."""
+    if on_text is None or not request.postprocess:
+        return on_text
+    sink = on_text
+
+    def partial(raw: str) -> None:
+        sink(drop_indent_already_typed(raw, ctx))
+
+    return partial
 
 
 def finish(

@@ -25,6 +25,8 @@ local config = require("ghostfim.config")
 local edit = require("ghostfim.edit")
 local ghost = require("ghostfim.ghost")
 local keys = require("ghostfim.keys")
+local signals = require("ghostfim.signals")
+local status_module = require("ghostfim.status")
 local suggestion_module = require("ghostfim.suggestion")
 
 local env = vim.env
@@ -93,6 +95,60 @@ local function check_partial_accept_split()
   pass("accept word/line split")
 end
 
+-- acceptedLength is counted in UTF-16 code units (LSP's default), whatever Neovim's version.
+local function check_utf16_lengths()
+  local cases = {
+    { "return a", 8 }, { "", 0 }, { "x = \"é\"", 7 }, { "s = '😀'", 8 }, { "a\nb", 3 },
+    { "→ 日本", 4 },
+  }
+  for _, case in ipairs(cases) do
+    local got = signals.utf16_len(case[1])
+    if got ~= case[2] then
+      return fail("UTF-16 lengths", string.format("%q: %s, expected %d", case[1], tostring(got),
+        case[2]))
+    end
+  end
+  pass("UTF-16 lengths for acceptedLength (astral characters count two)")
+end
+
+-- What :checkhealth and :GhostfimStatus say of acceptance and budgets, with and without them
+-- (servers before the budgets report leave it out).
+local function check_status_texts()
+  local name = "acceptance and budget texts"
+  local text = status_module.describe_acceptance({ acceptance = {
+    shown = 25, accepted = 12, partial = 3, refused = 5, acceptedChars = 300, acceptRate = 0.75 } })
+  local want = "accepted 12, partial 3, refused 5 of 25 shown; accept rate 75%; " ..
+    "300 characters taken"
+  if text ~= want then
+    return fail(name, tostring(text))
+  end
+  text = status_module.describe_acceptance({ acceptance = {
+    accepted = 0, partial = 0, refused = 0, acceptRate = vim.NIL } })
+  if text ~= "accepted 0, partial 0, refused 0; accept rate none yet"
+      or status_module.describe_acceptance({ state = "ready" }) ~= nil then
+    return fail(name, tostring(text))
+  end
+  local effective, clamps = status_module.describe_budgets({ budgets = {
+    effective = { prefixTokens = 2106, suffixTokens = 256, keystrokePrefillMs = 80,
+      kvSnapshotMb = 256 },
+    clamped = { { setting = "prefixTokens", asked = 16384, effective = 2106, reason = "slow" } },
+  } })
+  if effective ~= "prefixTokens 2106, suffixTokens 256, keystrokePrefillMs 80, kvSnapshotMb 256"
+      or #clamps ~= 1 or clamps[1] ~= "prefixTokens 16384 asked, 2106 used: slow" then
+    return fail(name, string.format("%s %s", tostring(effective), vim.inspect(clamps)))
+  end
+  effective, clamps = status_module.describe_budgets({ state = "ready" })
+  if effective ~= nil or #clamps ~= 0 then
+    return fail(name, "without budgets: " .. vim.inspect({ effective, clamps }))
+  end
+  local lines = table.concat(status_module.describe({ state = "ready", acceptance = {
+    accepted = 1, partial = 0, refused = 0, acceptRate = 1 } }), "\n")
+  if not lines:find("suggestions: accepted 1", 1, true) or lines:find("budget", 1, true) then
+    return fail(name, ":GhostfimStatus lines: " .. lines)
+  end
+  pass(name)
+end
+
 local function check_help_tags()
   local dir = vim.fn.tempname()
   vim.fn.mkdir(dir .. "/doc", "p")
@@ -111,7 +167,7 @@ local function check_help_tags()
   local required = { "ghostfim", "ghostfim-setup", "ghostfim-options", "ghostfim-keymaps",
     ":GhostfimModel", ":GhostfimStatus", ":GhostfimToggle", ":GhostfimRestart",
     "ghostfim-statusline", "ghostfim-health", "ghostfim-restart", "ghostfim-lsp-enable",
-    "ghostfim-fallback" }
+    "ghostfim-fallback", "ghostfim-signals", "ghostfim-nvim-0.12" }
   for _, tag in ipairs(required) do
     if not tags[tag] then
       return fail("help tags", "missing *" .. tag .. "*")
@@ -247,7 +303,69 @@ local function check_accept(name, key, kind)
       vim.inspect(cursor), vim.inspect(expected_cursor)))
   end
   pass(name, string.format("inserted %q", part))
+  return true, part, shown
+end
+
+-- Every notification the plugin sends, from setup() on (the accept signals among them).
+local sent = {}
+local original_notify = client.notify
+client.notify = function(method, params)
+  table.insert(sent, { method = method, params = params })
+  return original_notify(method, params)
+end
+
+local function sent_since(index, method)
+  local found = {}
+  for i = index + 1, #sent do
+    if sent[i].method == method then
+      table.insert(found, sent[i].params)
+    end
+  end
+  return found
+end
+
+local function acceptance_now()
+  local result = status_now(5000)
+  return result and type(result.acceptance) == "table" and result.acceptance or nil
+end
+
+-- The real server's ghostfim/status: acceptance[field] went up from `before`'s.
+local function check_counted(name, field, before)
+  local was = before and before[field] or 0
+  local now
+  local counted = wait_for(5000, function()
+    now = acceptance_now()
+    return now and type(now[field]) == "number" and now[field] > was
+  end, 100)
+  if not counted then
+    return fail(name, string.format("acceptance.%s stayed %s; last acceptance: %s", field,
+      tostring(was), vim.inspect(now)))
+  end
+  pass(name, string.format("acceptance.%s %d -> %d", field, was, now[field]))
   return true
+end
+
+-- didShowCompletion: for each item drawn, once, with the item's accept command.
+local function check_shown_signals()
+  local name = "ghost text drawn: didShowCompletion once per item"
+  local shows = sent_since(0, signals.DID_SHOW)
+  if #shows == 0 then
+    return fail(name, "no " .. signals.DID_SHOW .. " was sent")
+  end
+  local seen = {}
+  for _, params in ipairs(shows) do
+    local item = params.item or {}
+    local id = signals.item_id(item)
+    if not id or item.command.command ~= signals.ACCEPTED_COMMAND
+        or type(item.insertText) ~= "string" then
+      return fail(name, "an item without the accept command: " .. vim.inspect(params))
+    end
+    if seen[id] then
+      return fail(name, "item " .. id .. " reported shown twice")
+    end
+    seen[id] = true
+  end
+  pass(name, string.format("%d items", #shows))
 end
 
 local function check_cleared_on_insert_leave()
@@ -266,6 +384,7 @@ local function check_dismiss(key)
   if not wait_for(ghost_wait_ms, shown_text) then
     return skip(name, "no suggestion was shown to dismiss")
   end
+  local before = #sent
   vim.api.nvim_input(key)
   if not wait_for(500, function()
     return shown_text() == nil
@@ -278,6 +397,15 @@ local function check_dismiss(key)
     return fail(name, "came back without an edit: " .. tostring(shown_text()))
   end
   pass(name)
+  local dismissed = sent_since(before, signals.DID_DISMISS)
+  if ghostfim.namespace() ~= ghost.namespace then
+    return skip("dismiss key sends ghostfim/didDismissCompletion",
+      "Neovim's native inline completion does not say which item it showed")
+  end
+  if #dismissed ~= 1 or not signals.item_id(dismissed[1].item) then
+    return fail("dismiss key sends ghostfim/didDismissCompletion", vim.inspect(dismissed))
+  end
+  pass("dismiss key sends ghostfim/didDismissCompletion", signals.item_id(dismissed[1].item))
 end
 
 local function check_trigger(key)
@@ -319,6 +447,9 @@ local function check_status_command()
   end
   if not messages:find("latency", 1, true) then
     return fail(":GhostfimStatus", "no latency line in " .. messages)
+  end
+  if not messages:find("suggestions: accepted", 1, true) then
+    return fail(":GhostfimStatus", "no acceptance line in " .. messages)
   end
   pass(":GhostfimStatus", vim.trim(messages):gsub("\n", " | "))
 end
@@ -612,7 +743,8 @@ local function check_health()
   local text = checkhealth_lines()
   local want = {
     "server command found", "server ghostfim %d+%.%d+%.%d+ is running", "model " .. start_model,
-    "is ready", "GPU: ", "<M%-w> %(accept_word%) is also mapped globally",
+    "is ready", "GPU: ", "suggestions this session: accepted [1-9]%d*, partial %d+",
+    "<M%-w> %(accept_word%) is also mapped globally",
     "<M%-l> %(accept%) was mapped in buffer", "<M%-j> %(accept_line%) is also mapped globally",
   }
   for _, pattern in ipairs(want) do
@@ -623,7 +755,15 @@ local function check_health()
   if text:find("ERROR") or text:find("Failed to run healthcheck") then
     return fail(name, "reports an error:\n" .. text)
   end
-  pass(name, "server, version, model state, GPU, 3 keymap conflicts")
+  -- The budgets in effect, when this server reports them (older servers do not).
+  local status = status_now(5000)
+  local budgets = status and status.budgets
+  local has_budgets = type(budgets) == "table" and type(budgets.effective) == "table"
+  if has_budgets and not text:find("prompt budgets in effect: prefixTokens %d+") then
+    return fail(name, "the server reports budgets, the health check does not:\n" .. text)
+  end
+  pass(name, "server, version, model state, GPU, acceptance, " ..
+    (has_budgets and "budgets, " or "") .. "3 keymap conflicts")
 end
 
 -- SIGKILL the server: the plugin starts it again, attaches the buffer to the new client, and
@@ -707,6 +847,8 @@ local function main()
     table.concat(server_cmd, " "), start_model)
   check_config_validation()
   check_partial_accept_split()
+  check_utf16_lengths()
+  check_status_texts()
   check_help_tags()
   check_restart_limit()
 
@@ -730,12 +872,24 @@ local function main()
   if shown then
     check_drawn_on_screen(shown)
     check_typed_through(shown)
-    check_accept("accept key inserts the suggestion", keymaps.accept, "all")
+    local before = acceptance_now()
+    if check_accept("accept key inserts the suggestion", keymaps.accept, "all") then
+      check_counted("accept key runs the item's command: the server counts an accept",
+        "accepted", before)
+    end
+    check_shown_signals()
   end
   check_cleared_on_insert_leave()
 
   if type_and_wait_for_ghost("ghost text appears on a new line", "    x = fibonacci(") then
-    check_accept("accept-word key inserts the next word", keymaps.accept_word, "word")
+    local before = acceptance_now()
+    local accepted, part, whole = check_accept("accept-word key inserts the next word",
+      keymaps.accept_word, "word")
+    if accepted then
+      -- A word that is the whole suggestion is a full accept (the command runs).
+      local field = part == whole and "accepted" or "partial"
+      check_counted("accept-word key: the server counts a " .. field .. " accept", field, before)
+    end
     check_dismiss(keymaps.dismiss)
     check_trigger(keymaps.trigger)
   end

@@ -21,6 +21,7 @@ import {
   type WorkDoneProgressEnd,
   type WorkDoneProgressReport,
 } from 'vscode-languageclient/node';
+import { ACCEPTED_COMMAND } from './acceptance';
 import { type LaunchResolution, resolveServerLaunch } from './launch';
 import { RestartBudget } from './restartPolicy';
 import type { ExecutableSearch } from './serverPath';
@@ -95,6 +96,8 @@ export interface ClientHooks {
   onWorkDoneProgress(token: string | number, value: WorkDoneProgressValue): void;
   /** The server died more often than the restart budget allows and stays down. */
   onGaveUp(message: string): void;
+  /** VS Code ran an item's accept command (a full accept); languageclient sends it on. */
+  onAcceptCommand(args: unknown[]): void;
 }
 
 /**
@@ -170,6 +173,12 @@ export function createLanguageClient(launch: Extract<LaunchResolution, { ok: tru
       handleWorkDoneProgress: (token, params, next) => {
         hooks.onWorkDoneProgress(token, params);
         next(token, params);
+      },
+      // languageclient registers the server's executeCommandProvider commands (ghostfim.accepted)
+      // as VS Code commands and sends them as workspace/executeCommand; this only watches.
+      executeCommand: (command, args: unknown[], next): unknown => {
+        if (command === ACCEPTED_COMMAND) hooks.onAcceptCommand(args);
+        return next(command, args) as unknown;
       },
       workspace: {
         // languageclient would send `{ghostfim: <whole section>}`, client-only keys included and

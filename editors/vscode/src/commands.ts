@@ -1,8 +1,9 @@
-// The commands in the palette: switch model size, toggle, show status, restart server.
+// The commands in the palette: switch model size, toggle, show status, restart server (and the
+// ids of the key-bound ones extension.ts registers: dismiss, accept next word and line).
 
 import * as vscode from 'vscode';
 import { enabledFor } from './client';
-import type { CompletionStats } from './protocol';
+import { acceptanceOf, budgetsOf, type CompletionStats } from './protocol';
 import type { ServerController } from './serverController';
 import {
   AUTO_MODEL_SIZE,
@@ -13,7 +14,7 @@ import {
   type WriteTarget,
   writeTargetFor,
 } from './settings';
-import { formatLatencySummary, formatModel, formatStatsRow } from './status';
+import { formatAcceptance, formatBudgets, formatLatencySummary, formatModel, formatStatsRow } from './status';
 import type { StatusBar } from './statusBar';
 
 export const CommandIds = {
@@ -22,6 +23,8 @@ export const CommandIds = {
   showStatus: 'ghostfim.showStatus',
   restartServer: 'ghostfim.restartServer',
   dismiss: 'ghostfim.dismiss',
+  acceptNextWord: 'ghostfim.acceptNextWord',
+  acceptNextLine: 'ghostfim.acceptNextLine',
 } as const;
 
 const TARGETS: Record<WriteTarget, vscode.ConfigurationTarget> = {
@@ -110,6 +113,15 @@ export async function showStatus(
       detail: status.error ?? undefined,
     });
     items.push({ label: '$(dashboard) Latency', description: formatLatencySummary(status.latency) });
+    const acceptance = acceptanceOf(status);
+    const accepted = formatAcceptance(acceptance);
+    if (accepted !== undefined) {
+      const shown = acceptance?.shown !== undefined ? ` of ${acceptance.shown} shown` : '';
+      const chars = acceptance?.acceptedChars !== undefined ? `, ${acceptance.acceptedChars} characters taken` : '';
+      items.push({ label: '$(check) Suggestions this session', description: `${accepted}${shown}${chars}` });
+    }
+    const budgets = formatBudgets(budgetsOf(status));
+    if (budgets !== undefined) items.push({ label: '$(settings) Prompt budget', description: budgets });
   }
 
   // The server's history when it answered, else what this window collected.

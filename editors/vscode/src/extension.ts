@@ -1,7 +1,8 @@
-// Entry point: creates the log, status bar, ghost text sync and server controller, registers the
-// inline suggestion provider and the commands, and stops the server on deactivation.
+// Entry point: creates the log, status bar, ghost text sync, accept signals and server controller,
+// registers the inline suggestion provider and the commands, and stops the server on deactivation.
 
 import * as vscode from 'vscode';
+import { AcceptSignals } from './acceptSignals';
 import { DOCUMENT_SELECTOR } from './client';
 import { CommandIds, showStatus, switchModelSize, toggle } from './commands';
 import { GhostTextSync } from './ghostTextSync';
@@ -16,7 +17,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const log = vscode.window.createOutputChannel('ghostfim', { log: true });
   const statusBar = new StatusBar(CommandIds.showStatus);
   const ghostText = new GhostTextSync(() => controller?.current, log);
-  const server = new ServerController(log, statusBar, ghostText, () =>
+  const signals = new AcceptSignals(() => controller?.current, log);
+  const server = new ServerController(log, statusBar, ghostText, signals, () =>
     vscode.commands.executeCommand(CommandIds.switchModelSize),
   );
   controller = server;
@@ -25,15 +27,22 @@ export function activate(context: vscode.ExtensionContext): void {
     log,
     statusBar,
     ghostText,
+    signals,
     vscode.languages.registerInlineCompletionItemProvider(
       DOCUMENT_SELECTOR,
-      new InlineProvider(() => server.current, ghostText, log),
+      new InlineProvider(() => server.current, ghostText, signals, log),
     ),
     vscode.commands.registerCommand(CommandIds.switchModelSize, switchModelSize),
     vscode.commands.registerCommand(CommandIds.toggle, toggle),
     vscode.commands.registerCommand(CommandIds.showStatus, () => showStatus(server, statusBar, log)),
     vscode.commands.registerCommand(CommandIds.restartServer, () => server.restart()),
-    vscode.commands.registerCommand(CommandIds.dismiss, () => ghostText.dismiss()),
+    vscode.commands.registerCommand(CommandIds.dismiss, () => {
+      signals.dismissed(); // first: it reads the item before the suggestion is hidden
+      return ghostText.dismiss();
+    }),
+    // VS Code's own word and line accepts, reported to the server (a partial accept runs no command).
+    vscode.commands.registerCommand(CommandIds.acceptNextWord, () => signals.acceptNext('word')),
+    vscode.commands.registerCommand(CommandIds.acceptNextLine, () => signals.acceptNext('line')),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (!event.affectsConfiguration(SECTION)) return;
       // The server hears about its own settings through languageclient; only launch settings

@@ -1,9 +1,12 @@
 // VS Code's inline suggestion provider, forwarding to the server's textDocument/inlineCompletion.
 // VS Code's cancellation token is handed to sendRequest, so a suggestion VS Code no longer wants
-// becomes `$/cancelRequest` and the server stops generating it.
+// becomes `$/cancelRequest` and the server stops generating it. Every item keeps the server's
+// accept command (VS Code runs it after a full accept), also when it is answered from the ghost
+// text store, and is reported shown (acceptSignals.ts).
 
 import * as vscode from 'vscode';
 import { InlineCompletionRequest, type LanguageClient, LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
+import type { AcceptSignals } from './acceptSignals';
 import { enabledFor } from './client';
 import { preferGrownText, whenDone } from './ghostText';
 import { editorStateOf, type GhostTextSync, REQUERY_WAIT_MS } from './ghostTextSync';
@@ -20,6 +23,7 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
   constructor(
     private readonly getClient: () => LanguageClient | undefined,
     private readonly ghostText: GhostTextSync,
+    private readonly signals: AcceptSignals,
     private readonly log: vscode.LogOutputChannel,
   ) {}
 
@@ -53,11 +57,20 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
       }
       if (stored !== undefined && (stored.typed === '' || requery)) {
         if (stored.entry.insertText === '') return undefined;
+        // The stored text is the grown answer to the request made at the entry's state: the
+        // same server item, so it carries that answer's command.
+        const command = this.signals.tracker.commandFor(state.uri, stored.entry);
         const item = this.toItem(
-          { text: stored.entry.insertText, isSnippet: false, range: { start: stored.entry.position, end: stored.entry.position } },
+          {
+            text: stored.entry.insertText,
+            isSnippet: false,
+            range: { start: stored.entry.position, end: stored.entry.position },
+            ...(command !== undefined ? { command } : {}),
+          },
           position,
           position,
           lineText,
+          state.uri,
         );
         if (item === undefined) return undefined;
         if (requery) this.ghostText.noteRequeryAnswered(state);
@@ -89,6 +102,8 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
 
     const suggestions = suggestionsFromResult(result);
     if (suggestions.length === 0) return undefined;
+    const answered = suggestions[0]?.command;
+    if (answered !== undefined) this.signals.tracker.rememberAnswer(state.uri, state, answered);
     // Growth may already have arrived for this very state while the answer was on its way.
     const grown = selected === undefined ? this.ghostText.store.lookup(state) : undefined;
     // VS Code drops answers for an older document version itself; the items are still placed
@@ -98,7 +113,10 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     suggestions.forEach((suggestion, index) => {
       const shown =
         index === 0 && !suggestion.isSnippet ? { ...suggestion, text: preferGrownText(suggestion.text, grown) } : suggestion;
-      const item = this.toItem(shown, position, this.cursorIn(document) ?? position, current);
+      // Only the first item is tracked for the signals: the one VS Code shows unless the user
+      // cycles (Alt+]), and ghostfim sends one.
+      const tracked = index === 0 ? state.uri : undefined;
+      const item = this.toItem(shown, position, this.cursorIn(document) ?? position, current, tracked);
       if (item !== undefined) items.push(item);
     });
     if (items.length === 0) return undefined;
@@ -113,12 +131,16 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     return editor.selection.active;
   }
 
-  /** `requested`: the position the suggestion was asked for; `cursor`: where the cursor is now. */
+  /**
+   * `requested`: the position the suggestion was asked for; `cursor`: where the cursor is now.
+   * With `trackedUri`, the item is the one the accept signals act on for that document.
+   */
   private toItem(
     suggestion: Suggestion,
     requested: vscode.Position,
     cursor: vscode.Position,
     lineText: string,
+    trackedUri?: string,
   ): vscode.InlineCompletionItem | undefined {
     const at = { line: requested.line, character: requested.character };
     const range = suggestion.range ?? { start: at, end: at };
@@ -131,6 +153,16 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     const { start, end } = placed.range;
     const item = new vscode.InlineCompletionItem(insertText, new vscode.Range(start.line, start.character, end.line, end.character));
     if (suggestion.filterText !== undefined) item.filterText = suggestion.filterText;
+    const command = suggestion.command;
+    if (command !== undefined) {
+      // VS Code runs it after a full accept (never after a partial one): languageclient registered
+      // the server's commands, so this becomes workspace/executeCommand.
+      item.command = { title: command.title, command: command.command, arguments: command.arguments };
+      // A snippet's text is not what lands in the document: no partial accepts to measure.
+      if (trackedUri !== undefined && !suggestion.isSnippet) {
+        this.signals.provided(trackedUri, { insertText: placed.text, start: { ...start }, command });
+      }
+    }
     return item;
   }
 }

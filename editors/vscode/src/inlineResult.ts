@@ -4,6 +4,7 @@
 // languageclient 9 ships the earlier 3.17 proposal (0 and 1, VS Code's own numbering) and passes
 // VS Code's value through, so this extension builds the params itself. No `vscode` import.
 
+import { commandOf, type ServerCommand } from './acceptance';
 import { isPosition, isRecord, type Position } from './protocol';
 
 /** VS Code's InlineCompletionTriggerKind values. */
@@ -58,6 +59,8 @@ export interface Suggestion {
   isSnippet: boolean;
   range?: Range;
   filterText?: string;
+  /** The server's accept command (ghostfim.accepted with the item's id), run after a full accept. */
+  command?: ServerCommand;
 }
 
 function asRange(value: unknown): Range | undefined {
@@ -84,6 +87,8 @@ function asSuggestion(item: unknown): Suggestion | undefined {
   const range = asRange(item.range);
   if (range !== undefined) suggestion.range = range;
   if (typeof item.filterText === 'string') suggestion.filterText = item.filterText;
+  const command = commandOf(item);
+  if (command !== undefined) suggestion.command = command;
   return suggestion;
 }
 

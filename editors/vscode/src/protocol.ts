@@ -62,6 +62,36 @@ export interface LatencySummary {
   totalP95?: number | null;
 }
 
+/** This session's fate of the suggestions shown (`acceptance`; see "Accept signals"). */
+export interface AcceptanceSummary {
+  shown?: number;
+  accepted?: number;
+  partial?: number;
+  refused?: number;
+  acceptedChars?: number;
+  /** Items taken, whole or in part, out of those read; null before any was read. */
+  acceptRate?: number | null;
+}
+
+/** A setting the server could not honour on this machine, and what it uses instead. */
+export interface BudgetClamp {
+  setting: string;
+  asked: number;
+  effective: number;
+  reason?: string;
+}
+
+/** The prompt budgets in effect (`budgets`); servers before it leave it out. */
+export interface Budgets {
+  effective?: {
+    prefixTokens?: number;
+    suffixTokens?: number;
+    keystrokePrefillMs?: number;
+    kvSnapshotMb?: number;
+  };
+  clamped?: BudgetClamp[];
+}
+
 /** Result of `ghostfim/status`, and the payload of `ghostfim/statusChanged`. */
 export interface ServerStatus {
   state: ServerState;
@@ -69,6 +99,8 @@ export interface ServerStatus {
   model?: ModelInfo | null;
   latency?: LatencySummary | null;
   recent?: CompletionStats[];
+  acceptance?: AcceptanceSummary | null;
+  budgets?: Budgets | null;
 }
 
 export function isRecord(value: unknown): value is Record<string, unknown> {
@@ -102,4 +134,50 @@ const SERVER_STATES: readonly string[] = ['loading', 'ready', 'error'];
 
 export function isServerStatus(value: unknown): value is ServerStatus {
   return isRecord(value) && typeof value.state === 'string' && SERVER_STATES.includes(value.state);
+}
+
+function finiteNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** The status's `acceptance`, with only the well-formed counts; undefined without any. */
+export function acceptanceOf(status: ServerStatus | undefined): AcceptanceSummary | undefined {
+  const raw: unknown = status?.acceptance;
+  if (!isRecord(raw)) return undefined;
+  const summary: AcceptanceSummary = {};
+  for (const key of ['shown', 'accepted', 'partial', 'refused', 'acceptedChars'] as const) {
+    const value = raw[key];
+    if (isNonNegativeInteger(value)) summary[key] = value;
+  }
+  if (finiteNumber(raw.acceptRate)) summary.acceptRate = raw.acceptRate;
+  else if (raw.acceptRate === null) summary.acceptRate = null;
+  return Object.keys(summary).length > 0 ? summary : undefined;
+}
+
+function asClamp(value: unknown): BudgetClamp | undefined {
+  if (!isRecord(value) || typeof value.setting !== 'string') return undefined;
+  if (!finiteNumber(value.asked) || !finiteNumber(value.effective)) return undefined;
+  const clamp: BudgetClamp = { setting: value.setting, asked: value.asked, effective: value.effective };
+  if (typeof value.reason === 'string' && value.reason !== '') clamp.reason = value.reason;
+  return clamp;
+}
+
+/** The status's `budgets`, with only the well-formed parts; undefined when it has none. */
+export function budgetsOf(status: ServerStatus | undefined): Budgets | undefined {
+  const raw: unknown = status?.budgets;
+  if (!isRecord(raw)) return undefined;
+  const budgets: Budgets = {};
+  if (isRecord(raw.effective)) {
+    const effective: NonNullable<Budgets['effective']> = {};
+    for (const key of ['prefixTokens', 'suffixTokens', 'keystrokePrefillMs', 'kvSnapshotMb'] as const) {
+      const value = raw.effective[key];
+      if (finiteNumber(value)) effective[key] = value;
+    }
+    if (Object.keys(effective).length > 0) budgets.effective = effective;
+  }
+  if (Array.isArray(raw.clamped)) {
+    const clamped = raw.clamped.map(asClamp).filter((c): c is BudgetClamp => c !== undefined);
+    if (clamped.length > 0) budgets.clamped = clamped;
+  }
+  return budgets.effective !== undefined || budgets.clamped !== undefined ? budgets : undefined;
 }

@@ -4,6 +4,7 @@
 
 import * as vscode from 'vscode';
 import { type LanguageClient, State } from 'vscode-languageclient/node';
+import type { AcceptSignals } from './acceptSignals';
 import { createLanguageClient, resolveLaunchHere } from './client';
 import type { GhostTextSync } from './ghostTextSync';
 import { isCompletionStats, isServerStatus, Methods, type ServerStatus } from './protocol';
@@ -21,6 +22,7 @@ export class ServerController implements vscode.Disposable {
     private readonly log: vscode.LogOutputChannel,
     private readonly statusBar: StatusBar,
     private readonly ghostText: GhostTextSync,
+    private readonly signals: AcceptSignals,
     /** Runs the "switch model size" command, offered when a model fails to load. */
     private readonly switchModelSize: () => Thenable<unknown>,
   ) {}
@@ -107,6 +109,7 @@ export class ServerController implements vscode.Disposable {
         this.statusBar.setPhase('stopped', message);
         void this.offerRestart(message);
       },
+      onAcceptCommand: (args) => this.signals.commandRan(args),
     });
     this.client = client;
     this.lastState = undefined;
@@ -116,6 +119,7 @@ export class ServerController implements vscode.Disposable {
       if (client !== this.client) return;
       if (event.newState === State.Running) {
         this.ghostText.reset();
+        this.signals.reset();
         this.statusBar.setPhase('running');
         void this.refreshStatus(true);
       } else if (event.newState === State.Starting) {
@@ -154,6 +158,7 @@ export class ServerController implements vscode.Disposable {
       this.log.debug(`Stopping the server: ${String(error)}`);
     }
     this.ghostText.reset();
+    this.signals.reset();
   }
 
   private onServerStatus(status: ServerStatus): void {

@@ -17,6 +17,8 @@ export const SERVER_SETTING_KEYS = [
   'keystrokePrefillMs',
   'maxRestOfLine',
   'postprocess',
+  'filter',
+  'acceptanceStats',
   'extraContext',
   'extraContextTokens',
   'kvSnapshotMb',

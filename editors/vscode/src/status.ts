@@ -1,7 +1,16 @@
 // What the status bar item and the details view say: latency bookkeeping, percentiles and text.
 // statusBar.ts and commands.ts only copy these strings into VS Code. No `vscode` import.
 
-import type { CompletionStats, LatencySummary, ModelInfo, ServerStatus } from './protocol';
+import {
+  type AcceptanceSummary,
+  acceptanceOf,
+  type Budgets,
+  budgetsOf,
+  type CompletionStats,
+  type LatencySummary,
+  type ModelInfo,
+  type ServerStatus,
+} from './protocol';
 import { AUTO_MODEL_SIZE, isModelSize } from './settings';
 
 /** Nearest-rank percentile (p in 0..100) of the values; undefined when there are none. */
@@ -172,11 +181,53 @@ export function statusBarView(input: StatusBarInput): StatusBarView {
   if (input.lastTtftMs !== undefined) parts.push(` ${formatMs(input.lastTtftMs)}`);
   if (input.p95TtftMs !== undefined) parts.push(` · p95 ${formatMs(input.p95TtftMs)}`);
   const model = formatModel(server.model);
+  const acceptance = formatAcceptance(acceptanceOf(server));
+  const budgets = formatBudgets(budgetsOf(server));
   return {
     text: parts.join(''),
-    tooltip: `ghostfim ready${model ? `: ${model}` : ''}. Time to first token: last ${formatMs(input.lastTtftMs)}, p95 ${formatMs(input.p95TtftMs)}. ${click}`,
+    tooltip:
+      `ghostfim ready${model ? `: ${model}` : ''}. Time to first token: last ${formatMs(input.lastTtftMs)}, ` +
+      `p95 ${formatMs(input.p95TtftMs)}.` +
+      (acceptance !== undefined ? ` This session: ${acceptance}.` : '') +
+      (budgets !== undefined ? ` Prompt budget: ${budgets}.` : '') +
+      ` ${click}`,
     severity: 'normal',
   };
+}
+
+/**
+ * "accepted 12 · partial 3 · refused 5 · rate 75%": what became of the suggestions shown this
+ * session, as the server counts them. Undefined when the server reports none of these.
+ */
+export function formatAcceptance(acceptance: AcceptanceSummary | undefined): string | undefined {
+  if (acceptance === undefined) return undefined;
+  const { accepted, partial, refused, acceptRate } = acceptance;
+  if (accepted === undefined && partial === undefined && refused === undefined) return undefined;
+  const count = (value: number | undefined): string => (value === undefined ? '–' : String(value));
+  const rate = typeof acceptRate === 'number' ? `${Math.round(acceptRate * 100)}%` : '–';
+  return `accepted ${count(accepted)} · partial ${count(partial)} · refused ${count(refused)} · rate ${rate}`;
+}
+
+/**
+ * "prefixTokens 2106 (asked 16384: <reason>)": the budget before the cursor in effect, and every
+ * setting the server clamped on this machine. Undefined when the server does not report budgets.
+ */
+export function formatBudgets(budgets: Budgets | undefined): string | undefined {
+  if (budgets === undefined) return undefined;
+  const clamped = budgets.clamped ?? [];
+  const clampText = (setting: string): string => {
+    const clamp = clamped.find((c) => c.setting === setting);
+    if (clamp === undefined) return '';
+    return ` (asked ${clamp.asked}${clamp.reason !== undefined ? `: ${clamp.reason}` : ', clamped'})`;
+  };
+  const parts: string[] = [];
+  const prefix = budgets.effective?.prefixTokens;
+  if (prefix !== undefined) parts.push(`prefixTokens ${prefix}${clampText('prefixTokens')}`);
+  for (const clamp of clamped) {
+    if (clamp.setting === 'prefixTokens' && prefix !== undefined) continue; // said above
+    parts.push(`${clamp.setting} ${clamp.effective}${clampText(clamp.setting)}`);
+  }
+  return parts.length > 0 ? parts.join('; ') : undefined;
 }
 
 /** "qwen2.5-coder-0.5b (small) on cpu, 0 GPU layers". Empty when the server said nothing. */

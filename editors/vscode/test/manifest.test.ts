@@ -152,12 +152,24 @@ describe('package.json contributions', () => {
     }
   });
 
-  it('binds accept line while a suggestion is visible, and leaves accept word to VS Code', () => {
-    const line = manifest.contributes.keybindings.find((b) => b.command === 'editor.action.inlineSuggest.acceptNextLine');
-    assert.ok(line, 'acceptNextLine has a keybinding (VS Code ships none)');
-    assert.match(line.when ?? '', /inlineSuggestionVisible/);
-    // VS Code binds Ctrl+Right to acceptNextWord itself; repeating it only adds noise.
-    assert.equal(manifest.contributes.keybindings.find((b) => b.command === 'editor.action.inlineSuggest.acceptNextWord'), undefined);
+  it('binds accept word and accept line to its own commands while a suggestion is visible', () => {
+    // Our commands run VS Code's and then report the partial accept to the server (VS Code runs
+    // an item's command only after a full accept). Binding VS Code's commands directly would
+    // accept without telling the server.
+    const bindings = manifest.contributes.keybindings;
+    const word = bindings.find((b) => b.command === 'ghostfim.acceptNextWord');
+    const line = bindings.find((b) => b.command === 'ghostfim.acceptNextLine');
+    assert.ok(word && line, 'accept word and accept line are bound');
+    assert.equal(word.key, 'ctrl+right');
+    assert.equal(word.mac, 'cmd+right');
+    assert.equal(line.key, 'shift+tab');
+    for (const binding of [word, line]) assert.match(binding.when ?? '', /inlineSuggestionVisible/);
+    for (const id of ['editor.action.inlineSuggest.acceptNextWord', 'editor.action.inlineSuggest.acceptNextLine']) {
+      assert.equal(bindings.find((b) => b.command === id), undefined, `${id} is not bound directly`);
+    }
+    // ghostfim.accepted is the server's: languageclient registers it, and a second registration
+    // (a contributed command is harmless, a registered one is not) would break the client's start.
+    assert.equal(manifest.contributes.commands.find((c) => c.command === 'ghostfim.accepted'), undefined);
   });
 
   it("takes none of VS Code's default editor keys", () => {
@@ -170,8 +182,12 @@ describe('package.json contributions', () => {
       'ctrl+shift+down', 'ctrl+alt+up', 'ctrl+alt+down', 'alt+cmd+up', 'alt+cmd+down', 'ctrl+end', 'ctrl+home',
       'end', 'home', 'tab', 'alt+]', 'alt+[', 'alt+\\', 'ctrl+enter', 'ctrl+shift+enter', 'ctrl+i',
     ]);
+    // The one exception: VS Code's own accept-next-word key, taken only where VS Code's binding of
+    // it applies (a suggestion visible), for the command that runs VS Code's and reports it.
+    const sameAction: Record<string, string[]> = { 'ghostfim.acceptNextWord': ['ctrl+right', 'cmd+right'] };
     for (const binding of manifest.contributes.keybindings) {
       for (const key of [binding.key, binding.mac].filter((k): k is string => k !== undefined)) {
+        if (sameAction[binding.command]?.includes(key) && /\binlineSuggestionVisible\b/.test(binding.when ?? '')) continue;
         assert.ok(!vscodeDefaults.has(key.toLowerCase()), `${binding.command} takes ${key}, one of VS Code's own keys`);
       }
     }

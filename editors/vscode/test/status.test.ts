@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CompletionStats, ServerStatus } from '../src/protocol';
 import {
+  formatAcceptance,
+  formatBudgets,
   formatLatencySummary,
   formatModel,
   formatMs,
@@ -167,5 +169,44 @@ describe('details formatting', () => {
     assert.equal(formatLatencySummary({ n: 0 }), 'no completions yet');
     assert.equal(formatModel(ready.model), 'qwen2.5-coder-0.5b-instruct-q4_k_m (small) on cpu, 0 GPU layers');
     assert.equal(formatModel(null), '');
+  });
+});
+
+describe('acceptance and budgets', () => {
+  const acceptance = { shown: 25, accepted: 12, partial: 3, refused: 5, acceptedChars: 300, acceptRate: 0.75 };
+  const budgets = {
+    effective: { prefixTokens: 2106, suffixTokens: 256, keystrokePrefillMs: 80, kvSnapshotMb: 256 },
+    clamped: [{ setting: 'prefixTokens', asked: 16384, effective: 2106, reason: 'what this CPU prefills in time' }],
+  };
+
+  it('formats the session counts', () => {
+    assert.equal(formatAcceptance(acceptance), 'accepted 12 · partial 3 · refused 5 · rate 75%');
+    assert.equal(formatAcceptance({ accepted: 0, partial: 0, refused: 0, acceptRate: null }), 'accepted 0 · partial 0 · refused 0 · rate –');
+    assert.equal(formatAcceptance({ shown: 3 }), undefined);
+    assert.equal(formatAcceptance(undefined), undefined);
+  });
+
+  it('formats the effective prefix budget and every clamp', () => {
+    assert.equal(formatBudgets(budgets), 'prefixTokens 2106 (asked 16384: what this CPU prefills in time)');
+    assert.equal(formatBudgets({ effective: { prefixTokens: 768 } }), 'prefixTokens 768');
+    assert.equal(
+      formatBudgets({ effective: { prefixTokens: 768 }, clamped: [{ setting: 'kvSnapshotMb', asked: 9000, effective: 512 }] }),
+      'prefixTokens 768; kvSnapshotMb 512 (asked 9000, clamped)',
+    );
+    assert.equal(formatBudgets({ effective: { suffixTokens: 10 } }), undefined);
+    assert.equal(formatBudgets(undefined), undefined);
+  });
+
+  it('puts both in the tooltip when the server reports them', () => {
+    const view = statusBarView(input({ server: { ...ready, acceptance, budgets }, lastTtftMs: 52, p95TtftMs: 90 }));
+    assert.match(view.tooltip, /This session: accepted 12 · partial 3 · refused 5 · rate 75%\./);
+    assert.match(view.tooltip, /Prompt budget: prefixTokens 2106 \(asked 16384: what this CPU prefills in time\)\./);
+    assert.equal(view.text, '$(sparkle) small 52ms · p95 90ms');
+  });
+
+  it('leaves them out for a server that does not report them', () => {
+    const view = statusBarView(input({ lastTtftMs: 52 }));
+    assert.doesNotMatch(view.tooltip, /session|budget/);
+    assert.match(view.tooltip, /Time to first token: last 52ms/);
   });
 });

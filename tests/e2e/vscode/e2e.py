@@ -7,10 +7,13 @@ real key events in the browser:
 
 1. with `ghostfim.enable` off globally and on for Python, opens a Python file and types a line
    character by character: VS Code's ghost text appears in the DOM;
-2. Tab accepts it: the saved file has the line with the suggestion, and nothing doubled;
+2. Tab accepts it: the saved file has the line with the suggestion, and nothing doubled; VS Code
+   runs the item's command, and the server counts an accept (its ghostfim/status, shown in the
+   status bar's tooltip: "accepted 1 · partial 0 · ...");
 3. the status bar names the model and the time to first token;
 4. in a new function, the block suggestion grows while it streams (same cursor, longer text):
-   the first characters, then the whole block in their place;
+   the first characters, then the whole block in their place; Ctrl+Right (the extension's
+   accept-next-word) takes its first word and the server counts a partial accept;
 5. a line typed in one burst, then Tab: the accepted line holds the typed characters once;
 6. `ghostfim.model.size` changed in the Settings editor switches the model without a restart;
 7. a Markdown file is off by default (prose is left out), shown in the status bar.
@@ -180,6 +183,9 @@ class VsCode:
         # code-server keeps a little state in the XDG folders; keep it out of the user's home.
         self.env["XDG_CONFIG_HOME"] = str(work / "xdg-config")
         self.env["XDG_DATA_HOME"] = str(work / "xdg-data")
+        # So does the server (acceptance statistics, which its filter starts from): every run
+        # starts from none, whatever earlier runs or the user's own editing refused.
+        self.env["GHOSTFIM_STATE_DIR"] = str(work / "ghostfim-state")
         self.config = work / "code-server.yaml"
         self.config.write_text(
             f"bind-addr: 127.0.0.1:{self.port}\nauth: none\ncert: false\n"
@@ -503,6 +509,20 @@ def settled(samples: list[Sample], quiet: float = 1.5) -> bool:
 
 
 TIME_RE = re.compile(r"(<1ms|\d+(?:\.\d+)?m?s)\b")
+# The server's acceptance counts, as the status bar's tooltip says them (src/status.ts).
+ACCEPTANCE_RE = re.compile(r"accepted (\d+) · partial (\d+) · refused (\d+)")
+
+
+def acceptance(editor: Editor) -> tuple[int, int, int] | None:
+    """(accepted, partial, refused) from the status bar's tooltip, None before it has them."""
+    match = ACCEPTANCE_RE.search(editor.status()["label"] or "")
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
+
+
+def counted(editor: Editor, index: int, above: int) -> tuple[int, int, int] | None:
+    """The counts once the one at `index` (0 accepted, 1 partial) is above `above`."""
+    now = acceptance(editor)
+    return now if now is not None and now[index] > above else None
 
 
 def status_ready(editor: Editor, model: str) -> dict[str, str | None] | None:
@@ -604,6 +624,19 @@ def run(args: argparse.Namespace) -> int:
                         line = stats_file.read_text(encoding="utf-8").splitlines()[18]
                         raise CheckFailed(f"line 19 is {line!r}, expected {expected!r}") from None
 
+                # 2b. VS Code ran the item's command (ghostfim.accepted, registered by
+                # languageclient from the server's executeCommandProvider): the server counted it.
+                with check("after Tab the server counts an accept (its status, in the tooltip)"):
+                    counts = wait_for(
+                        "accepted 1 or more in the status bar's tooltip",
+                        lambda: counted(editor, 0, 0),
+                        15,
+                    )
+                    label = editor.status()["label"] or ""
+                    print(f"   tooltip: {label!r}", flush=True)
+                    if counts[1] != 0:
+                        raise CheckFailed(f"a partial accept counted for Tab: {counts}")
+
                 # 3. The status bar: model and time to first token.
                 with check("the status bar shows the model and the time to first token"):
                     status = wait_for(
@@ -640,8 +673,32 @@ def run(args: argparse.Namespace) -> int:
                         Path(args.screenshot).parent.mkdir(parents=True, exist_ok=True)
                         page.screenshot(path=args.screenshot)
                         shot_taken = True
+
+                # 4b. A word of the block: the extension's Ctrl+Right runs VS Code's accept-next-
+                # word, then tells the server (a partial accept runs no command). A block has
+                # several lines, so one word never takes all of it.
+                with check("Ctrl+Right takes a word of the block; the server counts a partial"):
+                    before = acceptance(editor) or (0, 0, 0)
+                    cursor = editor.status()["cursor"]
+                    page.keyboard.press("Control+ArrowRight")
+                    counts = wait_for(
+                        "partial accepts to go up in the status bar's tooltip",
+                        lambda: counted(editor, 1, before[1]),
+                        15,
+                    )
+                    moved = editor.status()["cursor"]
+                    if moved == cursor:
+                        raise CheckFailed(f"the cursor did not move ({cursor}): nothing inserted")
+                    print(f"   counts {before} -> {counts}; cursor {cursor} -> {moved}", flush=True)
                     page.keyboard.press("Escape")
                     wait_for("Escape to hide the ghost text", lambda: editor.ghost() is None, 10)
+                    # Take the word back out: the next check types on an empty line.
+                    page.keyboard.press("Control+Z")
+                    wait_for(
+                        "the cursor back where the word was inserted",
+                        lambda: editor.status()["cursor"] == cursor,
+                        10,
+                    )
 
                 # 5. Typed fast, accepted at once: nothing doubled.
                 with check("a line typed in one burst, then Tab, holds the typed text once"):

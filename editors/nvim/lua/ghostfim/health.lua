@@ -1,5 +1,6 @@
 -- :checkhealth ghostfim: the server (found, its version), the model's state, the GPU the server
--- uses, restarts after crashes, and keymap conflicts.
+-- uses, this session's accepted and refused suggestions, the prompt budgets in effect, restarts
+-- after crashes, and keymap conflicts.
 local M = {}
 
 -- 0.10+ has vim.health.start/ok/...; 0.8 and 0.9 vim.health.report_*; 0.7 require("health").
@@ -40,6 +41,7 @@ function M.check()
   local client = require("ghostfim.client")
   local config = require("ghostfim.config")
   local keys = require("ghostfim.keys")
+  local status_text = require("ghostfim.status")
   local state = ghostfim._health()
   local cfg = state.cfg
 
@@ -141,6 +143,18 @@ function M.check()
       if type(latency.n) == "number" and latency.n > 0 then
         report.info(string.format("time to first token over %d requests: p50 %s ms, p95 %s ms",
           latency.n, field(latency.ttftP50), field(latency.ttftP95)))
+      end
+      local acceptance = status_text.describe_acceptance(status)
+      if acceptance then
+        report.info("suggestions this session: " .. acceptance)
+      end
+      -- Servers before the budgets report leave it out; then there is nothing to say.
+      local effective, clamps = status_text.describe_budgets(status)
+      if effective then
+        report.info("prompt budgets in effect: " .. effective)
+      end
+      for _, clamp in ipairs(clamps) do
+        report.warn("setting clamped on this machine: " .. clamp)
       end
     end
   end

@@ -7,6 +7,7 @@ local config = require("ghostfim.config")
 local ghost = require("ghostfim.ghost")
 local keys = require("ghostfim.keys")
 local native = require("ghostfim.native")
+local signals = require("ghostfim.signals")
 local status = require("ghostfim.status")
 local suggestion = require("ghostfim.suggestion")
 
@@ -107,6 +108,7 @@ local lsp_hooks = {
   on_init = function(lsp_client, result)
     client.adopt(lsp_client)
     client.server_info = type(result) == "table" and result.serverInfo or nil
+    signals.reset() -- a new process: its item ids start over
     server_down = false
     vim.schedule(status.schedule_refresh)
   end,

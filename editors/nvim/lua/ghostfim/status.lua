@@ -154,6 +154,65 @@ local function field(value, fallback)
   return tostring(value)
 end
 
+local function count(value)
+  return type(value) == "number" and value >= 0 and value == math.floor(value)
+end
+
+--- "accepted 12, partial 3, refused 5 of 25 shown; accept rate 75%": this session's suggestions
+--- as the server counts them (ghostfim/status `acceptance`), or nil when it reports none.
+function M.describe_acceptance(status)
+  local a = type(status) == "table" and status.acceptance
+  if type(a) ~= "table" or not (count(a.accepted) or count(a.partial) or count(a.refused)) then
+    return nil
+  end
+  local function n(key)
+    return count(a[key]) and tostring(a[key]) or "?"
+  end
+  local text = string.format("accepted %s, partial %s, refused %s", n("accepted"), n("partial"),
+    n("refused"))
+  if count(a.shown) then
+    text = text .. " of " .. a.shown .. " shown"
+  end
+  local rate = type(a.acceptRate) == "number"
+    and string.format("%d%%", math.floor(a.acceptRate * 100 + 0.5)) or "none yet"
+  text = text .. "; accept rate " .. rate
+  if count(a.acceptedChars) then
+    text = text .. "; " .. a.acceptedChars .. " characters taken"
+  end
+  return text
+end
+
+local BUDGET_KEYS = { "prefixTokens", "suffixTokens", "keystrokePrefillMs", "kvSnapshotMb" }
+
+--- The prompt budgets the server uses (ghostfim/status `budgets`, newer servers only): a line of
+--- the effective values or nil, and one line per setting it clamped on this machine.
+function M.describe_budgets(status)
+  local b = type(status) == "table" and status.budgets
+  if type(b) ~= "table" then
+    return nil, {}
+  end
+  local effective
+  if type(b.effective) == "table" then
+    local parts = {}
+    for _, key in ipairs(BUDGET_KEYS) do
+      if type(b.effective[key]) == "number" then
+        table.insert(parts, string.format("%s %s", key, tostring(b.effective[key])))
+      end
+    end
+    effective = #parts > 0 and table.concat(parts, ", ") or nil
+  end
+  local clamps = {}
+  for _, clamp in ipairs(type(b.clamped) == "table" and b.clamped or {}) do
+    if type(clamp) == "table" and type(clamp.setting) == "string" then
+      local reason = type(clamp.reason) == "string" and clamp.reason ~= ""
+        and (": " .. clamp.reason) or ""
+      table.insert(clamps, string.format("%s %s asked, %s used%s", clamp.setting,
+        field(clamp.asked), field(clamp.effective), reason))
+    end
+  end
+  return effective, clamps
+end
+
 --- The lines :GhostfimStatus shows for a ghostfim/status result.
 function M.describe(status)
   local model = type(status.model) == "table" and status.model or {}
@@ -174,6 +233,17 @@ function M.describe(status)
       p("ttftP50"), p("ttftP95"), p("ttftP99"), p("totalP50"), p("totalP95")))
   else
     table.insert(lines, "latency: no requests answered yet")
+  end
+  local acceptance = M.describe_acceptance(status)
+  if acceptance then
+    table.insert(lines, "suggestions: " .. acceptance)
+  end
+  local effective, clamps = M.describe_budgets(status)
+  if effective then
+    table.insert(lines, "prompt budgets: " .. effective)
+  end
+  for _, clamp in ipairs(clamps) do
+    table.insert(lines, "clamped: " .. clamp)
   end
   return lines
 end

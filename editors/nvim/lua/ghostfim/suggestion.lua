@@ -1,9 +1,11 @@
 -- The life of a suggestion in insert mode, drawn by ghostfim itself: ask the server on each
 -- keystroke, show an answer only where it still applies, follow the user typing through it,
--- and insert it (or its next word or line) on accept.
+-- insert it (or its next word or line) on accept, and tell the server what became of it
+-- (ghostfim.signals).
 local client = require("ghostfim.client")
 local edit = require("ghostfim.edit")
 local ghost = require("ghostfim.ghost")
+local signals = require("ghostfim.signals")
 
 local M = {}
 
@@ -17,10 +19,13 @@ M.enabled = true
 
 -- The suggestion on screen, anchored where it was requested. The line's text before the anchor
 -- and after the cursor is kept to tell typing through the suggestion apart from any other edit.
--- { bufnr, row, col, text, before, after }
+-- `item` is the server's item it shows (nil for text the server streamed without one), and
+-- `item_text` that item's whole text from its start, of which `text` is what follows its first
+-- `base` bytes (after a word or line of it was accepted, the rest is anchored further on).
+-- { bufnr, row, col, text, before, after, item, item_text, base }
 local shown = nil
 -- The inline completion request in flight: { id, bufnr, tick, version, row, col, position,
--- before, after }
+-- before, after, item (the answer's, once it came) }
 local pending = nil
 -- The newest request sent, answered or not: its ghostfim/ghostText updates keep coming after
 -- the answer, possibly after the user typed on.
@@ -74,8 +79,10 @@ local function hide()
 end
 
 -- Shows `text`, a suggestion for (row, col); the cursor may be further right on that row when
--- the user typed the suggestion's first characters since it was asked for.
-local function show(bufnr, row, col, text, cursor_col)
+-- the user typed the suggestion's first characters since it was asked for. `item` is the
+-- server's item that `text` belongs to; `item_text` and `base` say where in it `text` starts
+-- (default: `text` is all of it).
+local function show(bufnr, row, col, text, cursor_col, item, item_text, base)
   hide()
   cursor_col = cursor_col or col
   local rest = text:sub(cursor_col - col + 1)
@@ -86,8 +93,12 @@ local function show(bufnr, row, col, text, cursor_col)
   shown = {
     bufnr = bufnr, row = row, col = col, text = text,
     before = line:sub(1, col), after = line:sub(cursor_col + 1),
+    item = item, item_text = item_text or text, base = base or 0,
   }
   ghost.show(bufnr, row, cursor_col, rest)
+  if item then
+    signals.shown(item, shown.item_text)
+  end
 end
 
 local function cancel_pending()
@@ -120,7 +131,7 @@ local function first_item(result)
   if type(text) ~= "string" then
     return nil
   end
-  return text, item.range
+  return text, item.range, item
 end
 
 local function still_current(request)
@@ -174,7 +185,8 @@ local function place(request, text, range)
   if text:sub(1, #typed) ~= typed or #typed >= #text then
     return false
   end
-  show(request.bufnr, row, start, text, col)
+  -- Streamed text of a request is the same item as its answer, grown.
+  show(request.bufnr, row, start, text, col, request.item)
   return true
 end
 
@@ -191,7 +203,8 @@ local function on_response(request, err, result)
   if not M.enabled then
     return
   end
-  local text, range = first_item(result)
+  local text, range, item = first_item(result)
+  request.item = item
   if text and place(request, text, range) then
     return
   end
@@ -317,7 +330,8 @@ function M.has_suggestion(bufnr)
   return remaining(bufnr) ~= nil
 end
 
---- Inserts the suggestion, or its next "word" or "line"; the rest stays on screen.
+--- Inserts the suggestion, or its next "word" or "line"; the rest stays on screen. The server
+--- hears of it: the item's command runs once all of it is in, else the part taken is reported.
 --- @return boolean whether there was a suggestion to accept
 function M.accept(bufnr, kind)
   local rest, row, col = remaining(bufnr)
@@ -325,9 +339,20 @@ function M.accept(bufnr, kind)
     return false
   end
   cancel_pending()
+  local was = shown
   local part = edit.part(rest, kind)
   local end_row, end_col = edit.insert(bufnr, row, col, part)
-  show(bufnr, end_row, end_col, rest:sub(#part + 1))
+  -- Bytes of the item now in the buffer: those before this anchor, those typed over it since,
+  -- and the part just inserted.
+  local taken = was.base + (#was.text - #rest) + #part
+  show(bufnr, end_row, end_col, rest:sub(#part + 1), nil, was.item, was.item_text, taken)
+  if was.item then
+    if #part == #rest then
+      signals.accepted(was.item)
+    else
+      signals.partially_accepted(was.item, was.item_text, was.item_text:sub(1, taken))
+    end
+  end
   return true
 end
 
@@ -336,9 +361,13 @@ function M.dismiss(bufnr)
   if not shown and not pending then
     return false
   end
+  local on_screen = remaining(bufnr) and shown
   dismissed_at[bufnr] = vim.api.nvim_buf_get_changedtick(bufnr)
   cancel_pending()
   hide()
+  if on_screen and on_screen.item then
+    signals.dismissed(on_screen.item, on_screen.item_text)
+  end
   return true
 end
 
