@@ -856,6 +856,8 @@ local function main()
   local ok = ghostfim.setup({
     cmd = server_cmd,
     model = { size = start_model },
+    -- The filter is calibrated on the Qwen models, not the tiny smoke-test one.
+    settings = { filter = "off" },
     native = not force_own_renderer,
   })
   if not ok then
