@@ -24,10 +24,17 @@ What is reproduced (per keystroke, i.e. per `CursorMovedI`):
   4. The hint filters of `s:fim_render` (trim the indentation of whitespace-only lines, drop
      answers that repeat the suffix or the next lines).
 
+Accepting a hint (bench/user_replay.py's accepting users, through `LlamaVimEditor`) inserts
+the accepted text at the cursor and moves it there, which is what `llama#fim_accept` leaves
+behind; the next `CursorMovedI` then shows the rest from the cache (typed-through) or the
+speculative answer for the accepted text. The accept is client-side only: llama.vim tells the
+server nothing.
+
 Left out: the ring buffer of extra chunks (`input_extra` is always empty; llama.vim only moves
 queued chunks into it in normal mode or after 3 s without cursor movement, and sends them with
-a separate warm-up request), the info text, accepting hints (the trace's user types everything),
-and Vim's byte-based columns (we index characters; identical for ASCII).
+a separate warm-up request), the info text, llama.vim's own word rule for accepting a word
+(the accepting user splits words one way for every system), and Vim's byte-based columns (we
+index characters; identical for ASCII).
 
 Time to ghost text is measured from when the keystroke was processed to when a non-empty,
 acceptable hint for that keystroke's state is displayed.
@@ -46,7 +53,8 @@ from typing import Any
 
 import httpx
 
-from bench.traces import Edit, Keystroke, Trace, new_record
+from bench.traces import Edit, Keystroke, Record, Trace, new_record
+from bench.user_replay import AcceptSignal, Screen, replay_with_user
 
 HASH_SEPARATOR = "Î"  # what llama.vim puts between prefix+middle and suffix before hashing
 _LEADING_WS = re.compile(r"[ \t]*")  # Vim's \s is space and tab only
@@ -556,6 +564,7 @@ class _StateLog(Observer):
     current: dict[str, Any] | None = None
     current_at: float = 0.0
     owner: dict[int, dict[str, Any]] = field(default_factory=dict)
+    on_hint: Callable[[], None] = lambda: None  # a hint went on screen (the editor's screen)
 
     def begin(self, trace: Trace, index: int, key: Keystroke, now: float) -> None:
         self.current_at = now
@@ -613,11 +622,62 @@ class _StateLog(Observer):
         record["late"] = record is not self.current
 
     def hint_shown(self, hint: Hint, from_answer: bool) -> None:
+        self.on_hint()
         if self.current is None or self.current["shown_at_ms"] is not None:
             return
         loop_now = asyncio.get_running_loop().time()
         self.current["shown_at_ms"] = (loop_now - self.current_at) * 1e3
         self.current["source"] = "model" if from_answer else "cache"
+
+
+class LlamaVimEditor:
+    """llama.vim in one buffer, as bench/user_replay.py drives an editor: each edit moves the
+    cursor (`CursorMovedI`), and the screen is the hint llama.vim shows."""
+
+    def __init__(
+        self, base_url: str, http: httpx.AsyncClient, settings: Settings | None = None
+    ) -> None:
+        self.base_url, self.http, self.settings = base_url, http, settings
+        self.screen = Screen()
+
+    async def open(self, trace: Trace) -> None:
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.log = _StateLog(loop.time(), on_hint=self._sync_screen)
+        self.lines = trace.initial_text.split("\n")
+        self.client = LlamaVim(
+            self.base_url,
+            self.http,
+            self.lines,
+            settings=self.settings,
+            observer=self.log,
+            clock=loop.time,
+        )
+
+    async def keystroke(
+        self, trace: Trace, index: int, key: Keystroke, signal: AcceptSignal | None
+    ) -> Record | None:
+        """A typed key or an accept key (its text inserted): llama.vim sees only the edit."""
+        self.log.end(self.client.visible_text())
+        self.lines = apply_edit(self.lines, key.edit)
+        x, y = cursor_of(self.lines, key)
+        self.log.begin(trace, index, key, self.loop.time())
+        self.screen.after_edit(key.edit.text, jump=key.jump, now=time.perf_counter())
+        self.client.cursor_moved(self.lines, x, y)
+        self._sync_screen()
+        return self.log.current
+
+    async def finish(self) -> None:
+        self.log.end(self.client.visible_text())
+        await self.client.close()
+
+    def _sync_screen(self) -> None:
+        """The screen shows llama.vim's hint: the same one continued, a new one, or none."""
+        text = self.client.visible_text()
+        if text:
+            self.screen.show(text, time.perf_counter())
+        elif self.screen.text:
+            self.screen.clear()
 
 
 async def replay_trace(
@@ -626,6 +686,7 @@ async def replay_trace(
     *,
     http: httpx.AsyncClient,
     settings: Settings | None = None,
+    user: str = "none",
 ) -> list[dict[str, Any]]:
     """Type `trace` in real time into a llama.vim-like client; one record per typed state.
 
@@ -633,31 +694,10 @@ async def replay_trace(
     sent while that state was current; `shown_at_ms` is measured here, from the keystroke.
     llama.vim never abandons a request, so `cancelled` is True only for the request still running
     a minute after the trace ended; `late` marks answers that arrived after the user typed on.
+    `user` is the reader of bench/accepting_user.py (`none`: types everything).
     """
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    log = _StateLog(start)
-    lines = trace.initial_text.split("\n")
-    client = LlamaVim(base_url, http, lines, settings=settings, observer=log, clock=loop.time)
-    for index, key in enumerate(trace.keystrokes):
-        await _sleep_until(loop, start + key.at_ms / 1e3)
-        log.end(client.visible_text())
-        lines = apply_edit(lines, key.edit)
-        x, y = cursor_of(lines, key)
-        log.begin(trace, index, key, loop.time())
-        client.cursor_moved(lines, x, y)
-    if trace.keystrokes:
-        last = trace.keystrokes[-1]
-        await _sleep_until(loop, start + (last.at_ms + last.gap_ms) / 1e3)
-    log.end(client.visible_text())
-    await client.close()
-    return log.records
-
-
-async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
-    delay = when - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
+    records, _reads = await replay_with_user(trace, LlamaVimEditor(base_url, http, settings), user)
+    return records
 
 
 def _shown_in_time(record: dict[str, Any]) -> bool:

@@ -1,7 +1,10 @@
-"""Keystroke-replay latency benchmark: ghostfim vs. llama-server (llama.vim's pattern) vs. naive.
+"""Keystroke-replay benchmark: ghostfim vs. llama-server (llama.vim's pattern) vs. naive, and
+what a user who reads the ghost text takes of it.
 
-    python -m bench.replay [--systems ghostfim,llama-server,naive] [--model small|PATH]
-                           [--files 6] [--lines 3] [--json docs/benchmarks.json]
+    python -m bench.replay [--systems ghostfim,ghostfim-off,llama-server,naive]
+                           [--users none|tab,words] [--reaction-ms 300] [--model small|PATH]
+                           [--files 6] [--lines 3] [--pauses auto] [--json docs/benchmarks.json]
+                           [--ghostfim-server 'CMD serve'] [--baseline-server 'CMD serve']
 
 Every system replays the same traces (bench/traces.py: lines of real files typed at a human
 pace) in real time on the same model, one after another in one run, and is scored the same way:
@@ -10,10 +13,21 @@ pace) in real time on the same model, one after another in one run, and is score
 - time to ghost text at pauses (p50/p95/p99; a pause that never got ghost text counts as
   infinite), and the share of pauses whose ghost text is a correct start of the rest of the line;
 - TTFT of model requests (p50/p95/p99), prompt tokens decoded per request, tokens generated for
-  requests that were then cancelled (wasted), the server's peak RSS.
+  requests that were then cancelled (wasted), the server's peak RSS and CPU time.
 
 Editors keep showing a suggestion while the user types into it, so each client does the same:
 after a keystroke that matches the start of the ghost text on screen, the rest stays on screen.
+
+Users (`--users`, bench/accepting_user.py, bench/user_replay.py): `none` types every character
+(the latency benchmark as it always was); `tab` and `words` read the ghost text once it has been
+on screen `--reaction-ms` before their next keystroke and accept it when it is exactly what they
+were about to type (tab: all of it, or its first line; words: also a run of whole words), in
+the editor, with ghostfim's accept signals (docs/protocol.md); then they type on from there. An
+accepting user changes what the server sees, so each (system, user) is its own pass, with its
+own server process. Reported per pass: share of the characters written by accepted ghost text,
+keystrokes saved and suggestions read and refused per 100 characters, the accept rate of what
+was read, the server's CPU seconds per 100 characters, and for ghostfim its own `ghostfim/status`
+acceptance counts next to the simulator's.
 """
 
 from __future__ import annotations
@@ -22,19 +36,24 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import platform
 import shlex
 import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.traces import Keystroke, Record, Trace, build_traces, new_record
+from bench.accepting_user import USERS, signal_counts, user_summary
+from bench.traces import THINK_RATES, Keystroke, Record, Trace, build_traces, new_record
+from bench.user_replay import GhostfimEditor, Pace, Read, replay_with_user
 from ghostfim.engine.timings import percentile
-from tests.support.lspclient import LspProcess, Notification
+from tests.support.lspclient import LspProcess, RpcError
 
 
 # --- shared scoring -------------------------------------------------------------------------------
@@ -115,6 +134,38 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of a process so far (/proc/<pid>/stat), all its threads."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    utime, stime = int(fields[11]), int(fields[12])  # the stat file's fields 14 and 15
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Pass:
+    """One system replaying every trace for one user."""
+
+    records: list[Record] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    rss_mb: float | None = None
+    cpu_s: float | None = None  # the server's, from ready to the end of the last trace
+    server_acceptance: dict[str, Any] | None = None  # ghostfim/status at the end
+    unsignalled_accepts: int = 0  # accepts the simulator had no item for (no signal sent)
+
+
+class CpuMeter:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.start = cpu_seconds(pid)
+
+    def spent(self) -> float | None:
+        end = cpu_seconds(self.pid)
+        return None if end is None or self.start is None else end - self.start
+
+
 async def typed_in_real_time(trace: Trace) -> AsyncIterator[tuple[int, Keystroke]]:
     """Each keystroke of the trace when it is due, on the trace's own clock."""
     start = time.perf_counter()
@@ -125,8 +176,8 @@ async def typed_in_real_time(trace: Trace) -> AsyncIterator[tuple[int, Keystroke
         yield i, k
 
 
-class Screen:
-    """What the editor shows for the current state, with typed-through carry-over."""
+class NaiveScreen:
+    """What the naive client shows for the current state, with typed-through carry-over."""
 
     def __init__(self) -> None:
         self.text = ""
@@ -142,95 +193,14 @@ class Screen:
 
 
 # --- ghostfim over LSP ----------------------------------------------------------------------------
-async def replay_ghostfim(trace: Trace, client: LspProcess, uri: str) -> list[Record]:
-    await client.notify(
-        "textDocument/didOpen",
-        {
-            "textDocument": {
-                "uri": uri,
-                "languageId": trace.language,
-                "version": 1,
-                "text": trace.initial_text,
-            }
-        },
-    )
-    await asyncio.sleep(0.5)
-    screen = Screen()
-    records: list[Record] = []
-    by_version: dict[int, Record] = {}
-    sent_at: dict[int, float] = {}
-
-    def on_note(n: Notification) -> None:
-        p = n.params or {}
-        if p.get("uri") != uri:
-            return
-        rec = by_version.get(p.get("version", -1))
-        if rec is None:
-            return
-        if n.method == "ghostfim/ghostText" and p.get("insertText"):
-            show(rec, p["insertText"], n.at)
-        elif n.method == "ghostfim/stats":
-            rec["source"] = p["source"]
-            rec["cancelled"] = bool(p["cancelled"])
-            rec["ttft_ms"] = p["ttftMs"] if p["source"] == "model" else None
-            rec["prompt_tokens"] = p["newTokens"] if p["source"] == "model" else None
-            rec["reused_tokens"] = p["reusedTokens"] if p["source"] == "model" else None
-            rec["generated_tokens"] = p["generatedTokens"]
-            rec["suffix_cut"] = p.get("suffixCut") if p["source"] == "model" else None
-
-    def show(rec: Record, text: str, at: float) -> None:
-        if rec["_closed"]:
-            return
-        if rec["shown_at_ms"] is None:
-            rec["shown_at_ms"] = (at - sent_at[rec["_version"]]) * 1000
-        rec["shown_text"] = text
-        if rec["_version"] == version:
-            screen.text = text
-
-    client.listeners.append(on_note)
-    version = 1
-    previous: tuple[int, asyncio.Future[Any]] | None = None
-    previous_rec: Record | None = None
-    async for i, k in typed_in_real_time(trace):
-        if previous_rec is not None:
-            previous_rec["_closed"] = True  # what is on screen now is its final state
-        version += 1
-        await client.notify(
-            "textDocument/didChange",
-            {"textDocument": {"uri": uri, "version": version}, "contentChanges": [k.edit.to_lsp()]},
-        )
-        now = time.perf_counter()
-        carried = screen.after_keystroke(k)
-        if previous is not None and not previous[1].done():
-            await client.cancel(previous[0])
-        rid, fut = await client.request(
-            "textDocument/inlineCompletion",
-            {
-                "textDocument": {"uri": uri},
-                "position": {"line": k.line, "character": k.character},
-                "context": {"triggerKind": 2},
-            },
-        )
-        previous = (rid, fut)
-        sent_at[version] = now
-        rec = new_record(trace, i, k, carried, _version=version)
-        by_version[version] = rec
-        fut.add_done_callback(lambda f, r=rec: _on_answer(f, r, show))
-        previous_rec = rec
-        if not k.jump:
-            records.append(rec)
-    await asyncio.sleep(2.0)
-    client.listeners.remove(on_note)
-    await client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    return records
-
-
-def _on_answer(fut: asyncio.Future[Any], rec: Record, show: Any) -> None:
-    if fut.cancelled() or fut.exception() is not None:
-        return
-    items = (fut.result() or {}).get("items") or []
-    if items and items[0].get("insertText"):
-        show(rec, items[0]["insertText"], time.perf_counter())
+async def server_acceptance(client: LspProcess) -> dict[str, Any] | None:
+    """ghostfim/status `acceptance` (None from a server without it); a failing status call is
+    reported, not raised: the pass's own figures stand without it."""
+    try:
+        status = await client.call("ghostfim/status", None, timeout=30)
+    except (RpcError, asyncio.TimeoutError, ConnectionError) as exc:
+        return {"error": str(exc)}
+    return status.get("acceptance")
 
 
 async def run_ghostfim(
@@ -238,8 +208,12 @@ async def run_ghostfim(
     model: str,
     settings: dict[str, Any] | None = None,
     command: list[str] | None = None,
-) -> tuple[list[Record], float | None]:
-    """ghostfim over LSP; `command` runs another build of it (an older checkout's server)."""
+    *,
+    user: str = "none",
+    pace: Pace | None = None,
+) -> Pass:
+    """ghostfim over LSP (bench/user_replay.py's GhostfimEditor), a fresh server per pass;
+    `command` runs another build of it (an older checkout's server)."""
     client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.cli.main", "serve"])
     await client.initialize(
         {
@@ -252,14 +226,19 @@ async def run_ghostfim(
     status = await client.wait_ready()
     if status["state"] != "ready":
         raise RuntimeError(f"ghostfim did not become ready: {status}")
-    records: list[Record] = []
+    result = Pass()
+    meter = CpuMeter(client.proc.pid)
     for n, trace in enumerate(traces):
-        records += await replay_ghostfim(
-            trace, client, f"file:///bench/{n}/{Path(trace.path).name}"
-        )
-    rss = peak_rss_mb(client.proc.pid)
+        editor = GhostfimEditor(client, f"file:///bench/{n}/{Path(trace.path).name}")
+        records, reads = await replay_with_user(trace, editor, user, pace)
+        result.records += records
+        result.reads += reads
+        result.unsignalled_accepts += editor.unsignalled
+    result.cpu_s = meter.spent()
+    result.server_acceptance = await server_acceptance(client)
+    result.rss_mb = peak_rss_mb(client.proc.pid)
     await client.stop()
-    return records, rss
+    return result
 
 
 # --- naive in-process baseline --------------------------------------------------------------------
@@ -268,7 +247,7 @@ def naive_prompt_text(llm: Any, prefix: str, suffix: str) -> str:
     return f"<|fim_prefix|>{prefix[-3000:]}<|fim_suffix|>{suffix[:1000]}<|fim_middle|>"
 
 
-async def run_naive(traces: list[Trace], model_path: Path) -> tuple[list[Record], float | None]:
+async def run_naive(traces: list[Trace], model_path: Path) -> Pass:
     """llama-cpp-python's high-level API as a first attempt would use it: every keystroke
     starts a request from a fresh prompt (no KV reuse, no debounce); a request once started
     runs to its end (no cancellation); when one ends, the newest state is served next."""
@@ -277,15 +256,16 @@ async def run_naive(traces: list[Trace], model_path: Path) -> tuple[list[Record]
     from llama_cpp import Llama
 
     llm = Llama(str(model_path), n_ctx=4096, n_threads=2, verbose=False)
+    meter = CpuMeter(os.getpid())  # in this process: the replay's own work counts too
     records: list[Record] = []
     for trace in traces:
         records += await _replay_naive(trace, llm)
     rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    return records, rss
+    return Pass(records=records, rss_mb=rss, cpu_s=meter.spent())
 
 
 async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
-    screen = Screen()
+    screen = NaiveScreen()
     records: list[Record] = []
     latest: dict[str, Any] = {}
     wake = asyncio.Event()
@@ -365,25 +345,33 @@ async def _replay_naive(trace: Trace, llm: Any) -> list[Record]:
 
 # --- llama-server with llama.vim's pattern ------------------------------------------------------
 async def run_llama_server(
-    traces: list[Trace], model_path: Path
-) -> tuple[list[Record], float | None]:
+    traces: list[Trace], model_path: Path, *, user: str = "none", pace: Pace | None = None
+) -> Pass:
+    """llama-server behind llama.vim's client (bench/llamavim.py), a fresh server per pass.
+    Its accepts stay in the client: llama.vim has no accept signal."""
     import httpx
 
-    from bench import llama_server, llamavim
+    from bench import llama_server
+    from bench.llamavim import LlamaVimEditor
 
     binary = llama_server.ensure_llama_server()
     proc, base_url = llama_server.start_llama_server(
         model_path, port=llama_server.free_port(), binary=binary
     )
+    result = Pass()
     try:
-        records: list[Record] = []
+        meter = CpuMeter(proc.pid)
         async with httpx.AsyncClient(timeout=60) as http:
             for trace in traces:
-                records += await llamavim.replay_trace(trace, base_url, http=http)
-        rss = peak_rss_mb(proc.pid)
+                editor = LlamaVimEditor(base_url, http)
+                records, reads = await replay_with_user(trace, editor, user, pace)
+                result.records += records
+                result.reads += reads
+        result.cpu_s = meter.spent()
+        result.rss_mb = peak_rss_mb(proc.pid)
     finally:
         llama_server.stop_llama_server(proc)
-    return records, rss
+    return result
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -406,67 +394,191 @@ COLUMNS = [
 ]
 
 
+# What an accepting user's table shows: what users take, then the latency figures.
+ACCEPT_COLUMNS = [
+    ("accepted_share", "characters written by accepted ghost text"),
+    ("keystrokes_saved_per_100", "keystrokes saved per 100 characters"),
+    ("accepts", "accepts (whole / line / words)"),
+    ("reads", "suggestions read"),
+    ("refused_per_100", "suggestions read and refused per 100 characters"),
+    ("accept_rate", "accept rate of suggestions read"),
+    ("cpu_s_per_100", "server CPU seconds per 100 characters"),
+    ("shown_share", "ghost text on screen (share of keystroke states)"),
+    ("pause_ttgt_p50", "time to ghost text at pauses p50 (ms)"),
+    ("pause_ttgt_p95", "… p95 (ms)"),
+    ("pause_ttgt_p99", "… p99 (ms)"),
+    ("ttft_p50", "TTFT p50 (ms)"),
+    ("ttft_p95", "TTFT p95 (ms)"),
+    ("ttft_p99", "TTFT p99 (ms)"),
+    ("states", "keystroke states"),
+    ("server_acceptance", "ghostfim/status: accepted / partial / refused / chars"),
+    ("simulator_acceptance", "… the simulator's own count"),
+    ("refused_then", "refusals, then: typed over / typed into / end of line / trace end"),
+]
+PERCENT_KEYS = {"accepted_share", "accept_rate"}
+COUNT_ORDER = ("accepted", "partial", "refused", "acceptedChars")
+FOLLOW_ORDER = ("typed_over", "typed_into", "end_of_line", "trace_end")
+
+
+def _cell(result: dict[str, Any], key: str) -> str:
+    value = result.get(key)
+    if key == "accepts" and value is not None:
+        kinds = (result["accepts_full"], result["accepts_line"], result["accepts_words"])
+        return f"{value} ({' / '.join(map(str, kinds))})"
+    if key == "refused_then" and value is not None:
+        return " / ".join(str(value.get(k, 0)) for k in FOLLOW_ORDER)
+    if isinstance(value, dict) and "error" in value:
+        return "(status failed)"
+    if isinstance(value, dict):
+        return " / ".join(str(value.get(k, "?")) for k in COUNT_ORDER)
+    if value is None:
+        return "—"
+    if "share" in key or key in PERCENT_KEYS:
+        return f"{value:.1%}"
+    return f"{value:g}"
+
+
 def markdown_table(results: dict[str, dict[str, Any]]) -> str:
     names = list(results)
+    accepting = any(r.get("user", "none") != "none" for r in results.values())
+    columns = ACCEPT_COLUMNS if accepting else COLUMNS
     lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for key, label in COLUMNS:
-        cells = []
-        for name in names:
-            v = results[name].get(key)
-            cells.append("—" if v is None else (f"{v:.1%}" if "share" in key else f"{v:g}"))
+    for key, label in columns:
+        cells = [_cell(results[name], key) for name in names]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from ghostfim.engine.setup.models import resolve_model
+GHOSTFIM_SYSTEMS = ("ghostfim", "ghostfim-off", "ghostfim-baseline")
+SYSTEMS = (*GHOSTFIM_SYSTEMS, "llama-server", "naive")
 
-    traces = build_traces(files=args.files, lines_per_file=args.lines, seed=args.seed)
+
+def pass_name(system: str, user: str) -> str:
+    """A result's name: the system alone for the plain typist (as reports always had it)."""
+    return system if user == "none" else f"{system}/{user}"
+
+
+def parse_list(value: str, known: Sequence[str], what: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise SystemExit(f"unknown {what} {unknown or value!r}; known: {', '.join(known)}")
+    return names
+
+
+def think_rate(pauses: str, users: Sequence[str]) -> float:
+    """The typing model's thinking pauses: `auto` gives accepting users the thinking traces
+    (the classic ones pause mid-line too rarely to read much) and the plain typist the
+    classic traces of every earlier latency table."""
+    if pauses == "auto":
+        pauses = "thinking" if any(u != "none" for u in users) else "classic"
+    return THINK_RATES[pauses]
+
+
+async def run_pass(
+    system: str,
+    user: str,
+    traces: list[Trace],
+    model_path: Path,
+    args: argparse.Namespace,
+    pace: Pace,
+) -> Pass:
+    settings = dict(args.ghostfim_settings)
+    server = shlex.split(args.ghostfim_server) or None
+    if system == "ghostfim":
+        return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
+    if system == "ghostfim-off":
+        settings["filter"] = "off"  # the adaptive filter's setting (unknown to older servers)
+        return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
+    if system == "ghostfim-baseline":
+        if not args.baseline_server:
+            raise SystemExit("ghostfim-baseline needs --baseline-server 'CMD serve'")
+        command = shlex.split(args.baseline_server)
+        return await run_ghostfim(traces, args.model, settings, command, user=user, pace=pace)
+    if system == "llama-server":
+        return await run_llama_server(traces, model_path, user=user, pace=pace)
+    if user != "none":
+        raise SystemExit("naive replays the plain typist only (--users none)")
+    return await run_naive(traces, model_path)
+
+
+def pass_summary(
+    system: str, user: str, result: Pass, chars_written: int, wall_s: float
+) -> dict[str, Any]:
+    decisions = [read.decision for read in result.reads]
+    return {
+        "system": system,
+        "user": user,
+        **summarize(result.records, rss_mb=result.rss_mb),
+        **user_summary(decisions, chars_written=chars_written, cpu_s=result.cpu_s),
+        "simulator_acceptance": signal_counts(decisions) if user != "none" else None,
+        "refused_then": dict(
+            Counter(r.followed_by for r in result.reads if r.followed_by is not None)
+        ),
+        "server_acceptance": result.server_acceptance if system in GHOSTFIM_SYSTEMS else None,
+        "unsignalled_accepts": result.unsignalled_accepts,
+        "wall_s": round(wall_s, 1),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    from ghostfim.engine.setup.fetch import resolve_model
+
+    systems = parse_list(args.systems, SYSTEMS, "system")
+    users = parse_list(args.users, USERS, "user")
+    rate = think_rate(args.pauses, users)
+    traces = build_traces(
+        files=args.files, lines_per_file=args.lines, seed=args.seed, think_rate=rate
+    )
+    chars_written = sum(not k.jump for t in traces for k in t.keystrokes)
     model_path = resolve_model(args.model).path
+    pace = Pace(reaction_ms=args.reaction_ms)
+    load_before = os.getloadavg()
     results: dict[str, dict[str, Any]] = {}
     raw: dict[str, list[Record]] = {}
-    for system in args.systems.split(","):
-        started = time.perf_counter()
-        if system == "ghostfim":
-            records, rss = await run_ghostfim(traces, args.model, args.ghostfim_settings)
-        elif system == "ghostfim-baseline":
-            if not args.baseline_server:
-                raise SystemExit("ghostfim-baseline needs --baseline-server 'CMD serve'")
-            command = shlex.split(args.baseline_server)
-            records, rss = await run_ghostfim(traces, args.model, args.ghostfim_settings, command)
-        elif system == "naive":
-            records, rss = await run_naive(traces, model_path)
-        elif system == "llama-server":
-            records, rss = await run_llama_server(traces, model_path)
-        else:
-            raise SystemExit(f"unknown system {system!r}")
-        results[system] = summarize(records, rss_mb=rss)
-        raw[system] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in records]
-        print(
-            f"{system}: {len(records)} states in {time.perf_counter() - started:.0f} s",
-            file=sys.stderr,
-        )
+    reads: dict[str, list[dict[str, Any]]] = {}
+    for user in users:  # the systems side by side for each user
+        for system in systems:
+            name = pass_name(system, user)
+            started = time.perf_counter()
+            result = await run_pass(system, user, traces, model_path, args, pace)
+            wall_s = time.perf_counter() - started
+            results[name] = pass_summary(system, user, result, chars_written, wall_s)
+            raw[name] = [
+                {k: v for k, v in r.items() if not k.startswith("_")} for r in result.records
+            ]
+            reads[name] = [read.to_json() for read in result.reads]
+            print(
+                f"{name}: {len(result.records)} states, {len(result.reads)} reads, "
+                f"{results[name]['accepts']} accepts in {wall_s:.0f} s",
+                file=sys.stderr,
+            )
     report = {
         "machine": {
             "platform": platform.platform(),
             "cpus": _cpu_count(),
             "python": platform.python_version(),
+            "load_before": [round(v, 2) for v in load_before],
+            "load_after": [round(v, 2) for v in os.getloadavg()],
         },
         "model": str(model_path),
-        "command": "python -m bench.replay " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.replay " + shlex.join(sys.argv[1:]),
+        "think_rate": rate,
+        "reaction_ms": pace.reaction_ms,
+        "accept_key_ms": pace.accept_key_ms,
+        "chars_written": chars_written,
         "traces": [
             {"name": t.name, "path": t.path, "keystrokes": sum(not k.jump for k in t.keystrokes)}
             for t in traces
         ],
         "results": results,
         "records": raw,
+        "reads": reads,
     }
     return report
 
 
 def _cpu_count() -> int:
-    import os
-
     return (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
     )
@@ -476,7 +588,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--systems", default="ghostfim,llama-server,naive")
+    parser.add_argument(
+        "--systems",
+        default="ghostfim,llama-server,naive",
+        help=f"comma-separated, in this order: {', '.join(SYSTEMS)}",
+    )
+    parser.add_argument(
+        "--users",
+        default="none",
+        help="comma-separated: none (types everything), tab (accepts all or the first line), "
+        "words (also whole words); each (system, user) is its own pass",
+    )
+    parser.add_argument(
+        "--reaction-ms",
+        type=float,
+        default=Pace().reaction_ms,
+        help="ghost text on screen this long before the next keystroke is read",
+    )
+    parser.add_argument(
+        "--pauses",
+        choices=["auto", *THINK_RATES],
+        default="auto",
+        help="the typing model's thinking pauses (bench/traces.py): classic "
+        f"({THINK_RATES['classic']} after a word, every earlier table), thinking "
+        f"({THINK_RATES['thinking']}); auto: thinking when a user accepts, else classic",
+    )
     parser.add_argument("--model", default="small")
     parser.add_argument("--files", type=int, default=6)
     parser.add_argument("--lines", type=int, default=3)
@@ -488,6 +624,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default={},
         help="more ghostfim settings, as JSON: e.g. a remote backend "
         '\'{"backend": "llama-server", "backendUrl": "http://gpu-box:8080"}\'',
+    )
+    parser.add_argument(
+        "--ghostfim-server",
+        default="",
+        help="the command that starts ghostfim for the systems ghostfim and ghostfim-off "
+        "(default: this checkout's `python -m ghostfim.cli.main serve`), e.g. a frozen copy "
+        "of the tree while others edit it: 'env PYTHONPATH=/tmp/snap python -m ghostfim.cli.main "
+        "serve'",
     )
     parser.add_argument(
         "--baseline-server",

@@ -6,6 +6,15 @@ from a seeded model of typing: bursts around 8-10 characters a second with some 
 thinking pause now and then after a word, and a long pause at the end of each line.
 Every keystroke state records what the user will type next on the line: the ground truth for
 "was the ghost text right".
+
+How often the typist stops to think is `think_rate`, the chance of a 0.4-1.5 s pause after a
+character that ends a word (" .(,:="). The `classic` traces (0.12, the default here) are the
+ones every latency table so far was measured on; they have only a handful of pauses in the
+middle of a line (4 in the default 667 keystroke states), too few to see what a user who reads
+the ghost text takes. The `thinking` traces (0.5: a pause after every second word, 42 in the
+middle of a line in the same 667 states) are what bench/replay.py uses for its accepting
+users. Given the same seed and rate a trace is the same on every run; with rate 0.12 it is
+exactly the trace of earlier runs.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from typing import Any
 
 PAUSE_MS = 400.0  # a gap at least this long before the next keystroke is a pause
 END_OF_LINE_PAUSE_MS = 1500.0
+TYPING_MEDIAN_MS = 110.0  # the median gap between two keystrokes of a burst
+THINK_RATES = {"classic": 0.12, "thinking": 0.5}  # chance of a pause after a word's end
 
 
 @dataclass(frozen=True)
@@ -73,13 +84,20 @@ def utf16_len(text: str) -> int:
 class TypingModel:
     """Seeded inter-key delays: lognormal bursts, occasional thinking pauses after words."""
 
-    def __init__(self, seed: int, median_ms: float = 110.0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        median_ms: float = TYPING_MEDIAN_MS,
+        think_rate: float = THINK_RATES["classic"],
+    ) -> None:
         self.rng = random.Random(seed)
         self.median_ms = median_ms
+        self.think_rate = think_rate
 
     def gap_after(self, ch: str) -> float:
         gap = self.rng.lognormvariate(0, 0.35) * self.median_ms
-        if ch in " .(,:=" and self.rng.random() < 0.12:
+        # The rate changes no other draw: with the classic rate the trace is the old one.
+        if ch in " .(,:=" and self.rng.random() < self.think_rate:
             gap += self.rng.uniform(400, 1500)  # stops to think
         return max(30.0, min(gap, 3000.0))
 
@@ -93,7 +111,14 @@ def _candidate_lines(lines: list[str]) -> list[int]:
     return out
 
 
-def make_trace(path: Path, language: str, *, lines_per_file: int, seed: int) -> Trace | None:
+def make_trace(
+    path: Path,
+    language: str,
+    *,
+    lines_per_file: int,
+    seed: int,
+    think_rate: float = THINK_RATES["classic"],
+) -> Trace | None:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -105,7 +130,7 @@ def make_trace(path: Path, language: str, *, lines_per_file: int, seed: int) -> 
     if len(candidates) < lines_per_file:
         return None
     chosen = sorted(rng.sample(candidates[len(candidates) // 10 :], lines_per_file))
-    typing = TypingModel(seed + len(path.name))
+    typing = TypingModel(seed + len(path.name), think_rate=think_rate)
     keystrokes: list[Keystroke] = []
     now = 0.0
     doc = lines[:]
@@ -170,10 +195,18 @@ def default_sources() -> list[tuple[str, Path]]:
     return found
 
 
-def build_traces(*, files: int = 6, lines_per_file: int = 3, seed: int = 7) -> list[Trace]:
+def build_traces(
+    *,
+    files: int = 6,
+    lines_per_file: int = 3,
+    seed: int = 7,
+    think_rate: float = THINK_RATES["classic"],
+) -> list[Trace]:
     traces = []
     for language, path in default_sources():
-        trace = make_trace(path, language, lines_per_file=lines_per_file, seed=seed)
+        trace = make_trace(
+            path, language, lines_per_file=lines_per_file, seed=seed, think_rate=think_rate
+        )
         if trace is not None:
             traces.append(trace)
         if len(traces) >= files:

@@ -109,7 +109,7 @@ def report_of(
 
 
 async def run(args: argparse.Namespace, tasks: Sequence[Task]) -> dict[str, Any]:
-    from ghostfim.engine.setup.models import resolve_model
+    from ghostfim.engine.setup.fetch import resolve_model
 
     systems = [s for s in args.systems.split(",") if s]
     unknown = [s for s in systems if s not in SYSTEMS]

@@ -46,6 +46,7 @@ class Item:
     outcome: OutcomeKind | None = None
     accepted_chars: int = 0
     live: bool = True  # still on screen (as far as the server knows)
+    inserted: int | None = None  # what the editor inserted of it just now (an accept's edit)
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,14 @@ class AcceptanceLog:
     ) -> str:
         """A new item on screen; the one it replaces is refused if it was read."""
         previous = self._live.get(doc_id)
+        shown_at = now
         if previous is not None:
             if previous.origin is origin:
-                previous.live = False  # typed through: the new item continues it
+                previous.live = False  # typed through: the new item continues it,
+                shown_at = previous.shown_at  # and the user has been reading it since then
             else:
                 self._gone(previous, now)
-        item = Item(f"g{next(self._ids)}", doc_id, text, place, now, ttgt_ms, explicit, origin)
+        item = Item(f"g{next(self._ids)}", doc_id, text, place, shown_at, ttgt_ms, explicit, origin)
         self._items[item.id] = item
         while len(self._items) > MAX_ITEMS:
             self._items.popitem(last=False)
@@ -122,6 +125,14 @@ class AcceptanceLog:
         if item is not None and item.origin is origin and item.outcome is None:
             item.origin, item.text = new_origin, text
 
+    def inserted(self, doc_id: str, chars: int) -> None:
+        """The editor inserted `chars` characters of the item on screen (typing into it, or
+        an accept's edit, whose command follows): an accept counts what was inserted, not
+        what the suggestion may have grown to since the editor took it."""
+        item = self._live.get(doc_id)
+        if item is not None:
+            item.inserted = chars
+
     def displayed(self, item_id: str, now: float) -> None:
         """The editor says the item went on screen now (`didShowCompletion`)."""
         item = self._items.get(item_id)
@@ -138,8 +149,8 @@ class AcceptanceLog:
         if not item.live and live is not None and live.origin is item.origin:
             item = live  # the editor still showed an item the user had typed into since
         if item.outcome != "accepted":
-            taken = max(0, len(item.text) - item.accepted_chars)
-            self._finish(item, "accepted", item.accepted_chars + taken)
+            whole = len(item.text) if item.inserted is None else min(len(item.text), item.inserted)
+            self._finish(item, "accepted", max(item.accepted_chars, whole))
         return True
 
     def partially_accepted(self, item_id: str, chars: int) -> bool:

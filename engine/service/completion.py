@@ -216,13 +216,19 @@ class CompletionService:
                     self.acceptance.left(doc_id, time.monotonic())
             return
         ghost = record.ghost
-        if ghost is not None and not _typed_into(ghost.state, ghost.suggestion, text, ghost.typed):
-            record.ghost = None
-            self.worker.preempt_background()
-            # The editor inserting the whole suggestion (an accept, whose command follows) or
-            # the user typing all of it is not leaving it: no refusal.
-            if not _typed_all_of(ghost.state, ghost.suggestion, text, ghost.typed):
-                self.acceptance.left(doc_id, time.monotonic())
+        if ghost is None:
+            return
+        if _typed_into(ghost.state, ghost.suggestion, text, ghost.typed):
+            self.acceptance.inserted(doc_id, len(text) - ghost.state.doc_length)
+            return
+        record.ghost = None
+        self.worker.preempt_background()
+        # The editor inserting the whole suggestion (an accept, whose command follows) or the
+        # user typing all of it is not leaving it: no refusal.
+        if _typed_all_of(ghost.state, ghost.suggestion, text, ghost.typed):
+            self.acceptance.inserted(doc_id, len(text) - ghost.state.doc_length)
+        else:
+            self.acceptance.left(doc_id, time.monotonic())
 
     def document_closed(self, doc_id: str) -> None:
         self.acceptance.closed(doc_id)
@@ -614,9 +620,7 @@ def _typed_into(state: CursorState, suggestion: Suggestion, text: str, typed: st
     )
 
 
-def _typed_all_of(
-    state: CursorState, suggestion: Suggestion, text: str, typed: str = ""
-) -> bool:
+def _typed_all_of(state: CursorState, suggestion: Suggestion, text: str, typed: str = "") -> bool:
     """Whether `text` is `state`'s document with the rest of the suggestion (what it shows, no
     trailing whitespace) typed at the cursor: all of it taken."""
     delta = len(text) - state.doc_length

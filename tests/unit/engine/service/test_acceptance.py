@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ghostfim.engine.service.acceptance import READ_MS, AcceptanceLog, Outcome
 from ghostfim.engine.text.place import Place
+from ghostfim.lsp.wire import acceptance_json
 
 PLACE = Place("python", "end", "word")
 READ_S = READ_MS / 1000
@@ -14,6 +17,11 @@ def log_with_outcomes() -> tuple[AcceptanceLog, list[Outcome]]:
     return AcceptanceLog(listeners=[outcomes.append]), outcomes
 
 
+def summary(log: AcceptanceLog) -> dict[str, Any]:
+    """The counts as ghostfim/status reports them."""
+    return acceptance_json(log.counts)
+
+
 def show(log: AcceptanceLog, text: str, now: float, origin: object, doc: str = "a") -> str:
     return log.show(doc, text, PLACE, now=now, ttgt_ms=50.0, explicit=False, origin=origin)
 
@@ -22,7 +30,7 @@ def test_a_full_accept_counts_the_characters_shown() -> None:
     log, outcomes = log_with_outcomes()
     item = show(log, "sqrt(x)", 0.0, origin=object())
     assert log.accepted(item)
-    assert log.summary()["accepted"] == 1 and log.summary()["acceptedChars"] == 7
+    assert summary(log)["accepted"] == 1 and summary(log)["acceptedChars"] == 7
     assert [o.kind for o in outcomes] == ["accepted"] and outcomes[0].chars == 7
     assert not log.accepted("unknown")
 
@@ -33,7 +41,7 @@ def test_read_then_typed_over_is_refused_but_unread_is_not() -> None:
     log.left("a", now=READ_S / 2)  # gone before anyone could read it
     show(log, "bar()", 1.0, origin=object())
     log.left("a", now=1.0 + READ_S)
-    assert log.summary()["refused"] == 1
+    assert summary(log)["refused"] == 1
     assert [o.kind for o in outcomes] == ["refused"]
 
 
@@ -41,7 +49,7 @@ def test_a_different_suggestion_replacing_a_read_one_refuses_it() -> None:
     log, _ = log_with_outcomes()
     show(log, "foo()", 0.0, origin=object())
     show(log, "bar()", 1.0, origin=object())
-    assert log.summary()["refused"] == 1
+    assert summary(log)["refused"] == 1
 
 
 def test_typing_through_continues_the_item_and_an_old_accept_counts_what_is_left() -> None:
@@ -49,18 +57,18 @@ def test_typing_through_continues_the_item_and_an_old_accept_counts_what_is_left
     suggestion = object()
     first = show(log, "sqrt(x)", 0.0, origin=suggestion)
     show(log, "qrt(x)", 1.0, origin=suggestion)  # the user typed "s": same suggestion
-    assert log.summary()["refused"] == 0
+    assert summary(log)["refused"] == 0
     assert log.accepted(first)  # the editor still held the first item
-    assert log.summary()["acceptedChars"] == 6
+    assert summary(log)["acceptedChars"] == 6
 
 
 def test_partial_then_whole_is_one_accept() -> None:
     log, outcomes = log_with_outcomes()
     item = show(log, "alpha beta", 0.0, origin=object())
     assert log.partially_accepted(item, 6)
-    assert log.summary()["partial"] == 1 and log.summary()["acceptedChars"] == 6
+    assert summary(log)["partial"] == 1 and summary(log)["acceptedChars"] == 6
     log.accepted(item)
-    s = log.summary()
+    s = summary(log)
     assert (s["accepted"], s["partial"], s["acceptedChars"]) == (1, 0, 10)
     assert [o.chars for o in outcomes] == [6, 4]
     assert s["acceptRate"] == 1.0
@@ -74,7 +82,7 @@ def test_accept_rate_is_of_items_read() -> None:
     log.left("b", now=1.0)
     show(log, "z", 2.0, origin=object(), doc="c")
     log.left("c", now=2.01)  # not read
-    assert log.summary()["acceptRate"] == 0.5
+    assert summary(log)["acceptRate"] == 0.5
 
 
 def test_grown_and_replaced_text_is_what_an_accept_takes() -> None:
@@ -84,4 +92,25 @@ def test_grown_and_replaced_text_is_what_an_accept_takes() -> None:
     log.grown("a", first, "sqrt(x)")
     log.now_shows("a", first, refreshed, "sqrt(values)")
     log.accepted(item)
-    assert log.summary()["acceptedChars"] == len("sqrt(values)")
+    assert summary(log)["acceptedChars"] == len("sqrt(values)")
+
+
+def test_typing_through_keeps_the_reading_clock() -> None:
+    """Read, typed one matching character, then typed over: a refusal, although the item
+    that continues it has been on screen for less than READ_MS."""
+    log, _ = log_with_outcomes()
+    suggestion = object()
+    show(log, "foo(x)", 0.0, origin=suggestion)
+    show(log, "oo(x)", READ_S, origin=suggestion)  # the user typed "f"
+    log.left("a", now=READ_S + 0.05)
+    assert log.counts.refused == 1
+
+
+def test_an_accept_counts_what_the_editor_inserted() -> None:
+    log, _ = log_with_outcomes()
+    suggestion = object()
+    item = show(log, "sqrt(", 0.0, origin=suggestion)
+    log.inserted("a", 5)  # the editor took what it showed ...
+    log.grown("a", suggestion, "sqrt(values)")  # ... while the suggestion streamed on
+    log.accepted(item)
+    assert log.counts.accepted_chars == 5
