@@ -449,7 +449,14 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-GHOSTFIM_SYSTEMS = ("ghostfim", "ghostfim-off", "ghostfim-baseline")
+# ghostfim with a model of its own, whatever --model says: the CPU default's candidates
+# (issue 18): the small model alone, the medium alone, and the medium with the small as draft.
+MODEL_SYSTEMS = {
+    "ghostfim-small": {"model": {"size": "small", "draft": "none"}},
+    "ghostfim-medium": {"model": {"size": "medium", "draft": "none"}},
+    "ghostfim-medium+small": {"model": {"size": "medium", "draft": "small"}},
+}
+GHOSTFIM_SYSTEMS = ("ghostfim", "ghostfim-off", "ghostfim-baseline", *MODEL_SYSTEMS)
 SYSTEMS = (*GHOSTFIM_SYSTEMS, "llama-server", "naive")
 
 
@@ -489,6 +496,9 @@ async def run_pass(
         return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
     if system == "ghostfim-off":
         settings["filter"] = "off"  # the adaptive filter's setting (unknown to older servers)
+        return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
+    if system in MODEL_SYSTEMS:
+        settings.update(MODEL_SYSTEMS[system])
         return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
     if system == "ghostfim-baseline":
         if not args.baseline_server:

@@ -92,6 +92,10 @@ class Completion:
     # raw_text (empty for backends that do not know, such as remote servers).
     token_probs: tuple[float, ...] = ()
     token_ends: tuple[int, ...] = ()
+    token_ids: tuple[int, ...] = ()  # the tokens generated (what a draft proposes)
+    # A draft model wrote the suggestion first and this one checked it (engine/local/drafted.py):
+    # the draft's text, and how many of its tokens were kept.
+    draft_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class ModelInfo:
     family: str  # FIM template family
     n_ctx: int
     memory_bytes: int = 0  # the weights, as loaded (0: not known, as for a remote server)
+    draft: DraftInfo | None = None  # a draft model checked by this one (speculative decoding)
 
 
 @dataclass(frozen=True)
@@ -132,10 +137,34 @@ class KvStatus:
     recent: tuple[KvEvent, ...] = ()
 
 
+@dataclass(frozen=True)
+class DraftInfo:
+    """The smaller model that writes suggestions first (speculative decoding)."""
+
+    name: str
+    path: str
+    memory_bytes: int
+    proposed: int = 0  # tokens it proposed so far
+    accepted: int = 0  # of them, those the target kept
+
+    @property
+    def acceptance(self) -> float | None:
+        return None if self.proposed == 0 else self.accepted / self.proposed
+
+
 class CompletionBackend(Protocol):
-    info: ModelInfo
-    decode_steps: int  # work counters, reported in ghostfim/status
-    prefill_chunks: int
+    @property
+    def info(self) -> ModelInfo: ...
+
+    @property
+    def decode_steps(self) -> int:
+        """Work counters, reported in ghostfim/status: one-token decodes run ..."""
+        ...
+
+    @property
+    def prefill_chunks(self) -> int:
+        """... and prefill chunks."""
+        ...
 
     def complete(
         self,

@@ -67,6 +67,10 @@ class EngineConfig:
     enable: bool = True
     model_size: str | None = None  # None: small on a CPU, medium when layers run on a GPU
     model_path: str | None = None  # a GGUF file; wins over model_size
+    # A smaller model that writes suggestions first, checked by this one (engine/local/
+    # drafted.py): "auto" (the small preset for a medium or large one), "none", a preset or
+    # a GGUF file.
+    model_draft: str = "auto"
     n_gpu_layers: int = -1  # -1: every layer when a CUDA GPU is usable
     debounce_ms: float | None = None  # None: adaptive (follows the typing rhythm)
     max_tokens: int = 64
@@ -115,6 +119,7 @@ class BackendSpec:
     kind: BackendKind
     identity: str | None  # local: the model file (presets.model_identity); remote: the URL
     model: str | None = field(default=None, compare=False)  # local: what the loader is asked
+    draft: str = DEFAULTS.model_draft  # local: "auto", "none", or the draft's file (identity)
     n_gpu_layers: int = DEFAULTS.n_gpu_layers
     remote_model: str = DEFAULTS.backend_model
     api_key_env: str = DEFAULTS.backend_api_key_env
@@ -136,10 +141,12 @@ def backend_spec(config: EngineConfig, default_model: str | None = None) -> Back
     """The backend a configuration asks for."""
     if config.backend == "local":
         model = config.model_spec or default_model
+        draft = config.model_draft
         return BackendSpec(
             "local",
             model_identity(model),  # a preset and its cached file's path are one model
             model,
+            draft=draft if draft in ("auto", "none") else model_identity(draft) or draft,
             n_gpu_layers=config.n_gpu_layers,
             budgets=config.budgets,
         )

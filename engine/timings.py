@@ -20,6 +20,9 @@ class Timings:
     suffix_tokens: int = 0  # suffix tokens the prompt held (budgeted per keystroke)
     extra_tokens: int = 0  # tokens of context from other files before the prefix
     network_ms: float = 0.0  # remote backends: request sent -> response headers (0: local)
+    draft_ms: float = 0.0  # a draft model's own suggestion, before this one checked it
+    draft_tokens: int = 0  # tokens the draft proposed
+    draft_accepted: int = 0  # of them, those this model kept
 
     @property
     def reuse_share(self) -> float:

@@ -94,6 +94,15 @@ def _str(v: Any) -> str:
     return v
 
 
+def _draft(v: Any) -> str:
+    """ "auto", "none", a preset or a path."""
+    if v is None:
+        return "auto"
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError('expected "auto", "none", a preset or the path of a .gguf file')
+    return v.strip()
+
+
 def _model_size(v: Any) -> str | None:
     return None if v is None else _choice(MODEL_SIZES)(v)
 
@@ -103,6 +112,7 @@ KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "enable": ("enable", _bool),
     "model.size": ("model_size", _model_size),
     "model.path": ("model_path", _optional_str),
+    "model.draft": ("model_draft", _draft),
     "nGpuLayers": ("n_gpu_layers", IntRange(-1, 10_000)),
     "debounceMs": ("debounce_ms", NumberRange(0, 2000, auto=True)),
     "maxTokens": ("max_tokens", IntRange(1, 1024)),
@@ -169,7 +179,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     flat = _flatten(raw)
     if isinstance(raw.get("model"), Mapping):
         # A `model` object names the model whole: a size alone is no longer a path's.
-        flat = {"model.size": None, "model.path": None, **flat}
+        flat = {"model.size": None, "model.path": None, "model.draft": "auto", **flat}
     model_invalid = False
     for key, value in flat.items():
         if key not in KEYS:
@@ -188,6 +198,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         # size typo must not read as "no size, no path" and load the default over it.
         changes.pop("model_size", None)
         changes.pop("model_path", None)
+        changes.pop("model_draft", None)
     return replace(base, **changes), problems
 
 

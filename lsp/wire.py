@@ -53,6 +53,10 @@ def stats_json(s: RequestStats) -> dict[str, Any]:
     }
     if s.reason:
         out["reason"] = s.reason
+    if s.draft_tokens or s.draft_ms:
+        out["draftMs"] = _ms(s.draft_ms)
+        out["draftTokens"] = s.draft_tokens
+        out["draftAccepted"] = s.draft_accepted
     return out
 
 
@@ -67,6 +71,18 @@ def model_json(info: ModelInfo | None) -> dict[str, Any] | None:
         "nGpuLayers": info.n_gpu_layers,
         "fim": info.family,
         "memoryBytes": info.memory_bytes,
+        "draft": None
+        if info.draft is None
+        else {
+            "name": info.draft.name,
+            "path": info.draft.path,
+            "memoryBytes": info.draft.memory_bytes,
+            "proposed": info.draft.proposed,
+            "accepted": info.draft.accepted,
+            "acceptance": None
+            if info.draft.acceptance is None
+            else round(info.draft.acceptance, 3),
+        },
     }
 
 

@@ -251,9 +251,16 @@ class NativeModel:
         llama_cpp.llama_set_abort_callback(self.ctx, callback, ctypes.c_void_p(0))
 
     def decode(
-        self, tokens: Sequence[int], start_pos: int, *, want_logits: bool, seq: int = 0
+        self,
+        tokens: Sequence[int],
+        start_pos: int,
+        *,
+        want_logits: bool,
+        seq: int = 0,
+        all_logits: bool = False,
     ) -> None:
-        """Decode `tokens` at positions start_pos.. of a sequence (at most n_batch tokens)."""
+        """Decode `tokens` at positions start_pos.. of a sequence (at most n_batch tokens);
+        the logits of the last one, or (`all_logits`, to check a draft) of every one."""
         ctx = self._live(self.ctx)
         n = len(tokens)
         if n == 0 or n > self.n_batch:
@@ -267,8 +274,8 @@ class NativeModel:
             batch.pos[i] = start_pos + i  # type: ignore[call-overload]
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq
-            batch.logits[i] = 0
-        batch.logits[n - 1] = 1 if want_logits else 0
+            batch.logits[i] = 1 if all_logits else 0
+        batch.logits[n - 1] = 1 if want_logits or all_logits else 0
         rc = llama_cpp.llama_decode(ctx, batch)
         if rc == DECODE_ABORTED:
             raise DecodeAborted()
@@ -287,7 +294,12 @@ class NativeModel:
         """The greedy pick and the model's probability of it (softmax over the whole
         vocabulary, even when the pick is restricted): what the confidence filter reads. The
         logits are there already; the softmax costs well under a millisecond."""
-        ptr = llama_cpp.llama_get_logits_ith(self._live(self.ctx), -1)
+        return self.argmax_at(-1, among)
+
+    def argmax_at(self, index: int, among: np.ndarray | None = None) -> tuple[int, float]:
+        """As argmax_last_with_prob, for the batch's token `index` (-1: the last) of the last
+        decode (one made with all_logits for any other than the last)."""
+        ptr = llama_cpp.llama_get_logits_ith(self._live(self.ctx), index)
         logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
         if among is not None and len(among):
             token = int(among[int(logits[among].argmax())])

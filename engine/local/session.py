@@ -26,6 +26,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llama_cpp
@@ -56,6 +57,41 @@ from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
 log = logging.getLogger("ghostfim.session")
+
+
+class Checked:
+    """A draft's proposal while this model goes through it: which of its tokens this model
+    picked too. Token c of the proposal is in the KV cache at position start + c."""
+
+    def __init__(self, proposal: Sequence[int]) -> None:
+        self.proposal: tuple[int, ...] = tuple(proposal)
+        self.kept = 0  # proposed tokens taken so far
+        self.active = False
+        self._picks: list[tuple[int, float]] = []
+        self._slot = self._start = 0
+        self._model: native.NativeModel | None = None
+
+    def start(
+        self, slot: int, start: int, picks: list[tuple[int, float]], model: native.NativeModel
+    ) -> None:
+        self._slot, self._start, self._picks, self._model = slot, start, picks, model
+        self.kept, self.active = 1, True  # the first token was this model's own pick
+
+    def next(self, slots: KvSlots) -> tuple[int, float]:
+        """This model's token after the current one (proposal token kept - 1): the next
+        proposed token when it agrees; else its own, with the rest of the proposal's cells
+        dropped so that decoding goes on from there."""
+        assert self._model is not None
+        c = self.kept - 1
+        pick = self._picks[c]
+        if c + 1 < len(self.proposal) and pick[0] == self.proposal[c + 1]:
+            self.kept += 1
+            return pick
+        self.active = False
+        keep = self._start + c + 1
+        self._model.kv_remove_from(keep, self._slot)
+        slots.truncate(self._slot, keep)
+        return pick
 
 
 @dataclass(frozen=True)
@@ -168,18 +204,27 @@ class ModelSession:
         request: CompletionRequest,
         cancel: CancelToken | None = None,
         on_text: OnText | None = None,
+        proposal: Sequence[int] = (),
     ) -> Completion:
-        """Generate the suggestion for one cursor state (max_tokens=0: prefill only)."""
+        """Generate the suggestion for one cursor state (max_tokens=0: prefill only).
+
+        `proposal`: a draft model's tokens for the same state (engine/local/drafted.py). They
+        are checked in one batched decode; the longest prefix this model agrees with is kept,
+        and it goes on by itself from its own next token. The text is this model's own."""
         cancel = cancel or NEVER_CANCELLED
         with self._lock:
             self._active = cancel
             try:
-                return self._complete(request, cancel, on_text)
+                return self._complete(request, cancel, on_text, proposal)
             finally:
                 self._active = NEVER_CANCELLED
 
     def _complete(
-        self, request: CompletionRequest, cancel: CancelToken, on_text: OnText | None
+        self,
+        request: CompletionRequest,
+        cancel: CancelToken,
+        on_text: OnText | None,
+        proposal: Sequence[int],
     ) -> Completion:
         timings = Timings()
         start = time.perf_counter()
@@ -192,6 +237,7 @@ class ModelSession:
 
         probs: list[float] = []
         ends: list[int] = []
+        ids: list[int] = []
 
         def done(raw: str, reason: str) -> Completion:
             timings.total_ms = (time.perf_counter() - start) * 1000
@@ -218,6 +264,7 @@ class ModelSession:
                 widen=prompt.narrow,
                 token_probs=tuple(probs),
                 token_ends=tuple(ends),
+                token_ids=tuple(ids),
             )
 
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
@@ -240,6 +287,7 @@ class ModelSession:
             return done("", "prefill_only")
 
         decode_start = time.perf_counter()
+        checked = Checked(proposal[: min(request.max_tokens, self.model.n_batch)])
         raw, n_generated, reason = self.decode_n_tokens(
             plan.slot.slot,
             (first, first_prob),
@@ -251,7 +299,10 @@ class ModelSession:
             confidence=request.confidence,
             probs=probs,
             ends=ends,
+            ids=ids,
+            checked=checked,
         )
+        timings.draft_tokens, timings.draft_accepted = len(checked.proposal), checked.kept
         timings.decode_tokens = n_generated
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
         return done(raw, reason)
@@ -335,6 +386,8 @@ class ModelSession:
         confidence: Confidence | None = None,
         probs: list[float] | None = None,
         ends: list[int] | None = None,
+        ids: list[int] | None = None,
+        checked: Checked | None = None,
     ) -> tuple[str, int, str]:
         """Greedy decode from `first` (a token and its probability); returns (text, tokens
         generated, stop reason). `probs`/`ends` receive each kept token's probability and
@@ -343,7 +396,9 @@ class ModelSession:
         With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
         and only what follows it is the suggestion. With `confidence`, the suggestion ends
         where the model stops being sure (stop reason "unsure"), and one that is never worth
-        showing is dropped ("unsure_start"); engine/text/confidence.py.
+        showing is dropped ("unsure_start"); engine/text/confidence.py. With `checked`, a
+        draft's proposal whose first token is `first` is decoded in one batch and each of its
+        tokens taken while this model would have picked it too (`_check`).
         """
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
@@ -352,11 +407,20 @@ class ModelSession:
         stop_ids = self.template.stop_tokens
         probs = [] if probs is None else probs
         ends = [] if ends is None else ends
+        ids = [] if ids is None else ids
         cut = ConfidenceCut(confidence) if confidence is not None else None
+        checked = checked or Checked(())
+        if checked.proposal and checked.proposal[0] == token:
+            if cancel.cancelled:
+                return "", generated, "cancelled"
+            try:
+                self._check(slot, checked, heal)
+            except native.DecodeAborted:
+                return "", generated, "cancelled"
 
         def end(text: str, reason: str) -> tuple[str, int, str]:
             if cut is not None and reason != "cancelled" and not cut.final(text):
-                del probs[:], ends[:]
+                del probs[:], ends[:], ids[:]
                 return "", generated, "unsure_start"
             return text, generated, reason
 
@@ -373,12 +437,13 @@ class ModelSession:
                 if verdict == "cut":
                     return end(text, "unsure")
                 if verdict == "drop":
-                    del probs[:], ends[:]
+                    del probs[:], ends[:], ids[:]
                     return "", generated, "unsure_start"
             generated += 1
             text += piece
             probs.append(prob)
             ends.append(len(text))
+            ids.append(token)
             decision = policy.check(text)
             if decision.stop:
                 return end(text[: decision.keep] if decision.keep >= 0 else text, decision.reason)
@@ -390,6 +455,9 @@ class ModelSession:
                 return end(text, "max_tokens")
             if cancel.cancelled:
                 return end(text, "cancelled")
+            if checked.active:
+                token, prob = checked.next(self.slots)  # decoded already, with the proposal
+                continue
             length = self.slots.length(slot)
             if not self.slots.fits(length + 1):
                 return end(text, "context_full")
@@ -398,6 +466,29 @@ class ModelSession:
             except native.DecodeAborted:
                 self.model.kv_remove_from(length, slot)
                 return end(text, "cancelled")
+
+    def _check(self, slot: int, checked: Checked, heal: bytes) -> None:
+        """Decode the proposal after the prompt in one batch, with the logits of every
+        position: this model's own pick after each proposed token (within what token healing
+        still allows there)."""
+        proposal = checked.proposal
+        start = self.slots.length(slot)
+        if not self.slots.fits(start + len(proposal) + 1):
+            checked.proposal = ()
+            return
+        try:
+            self.model.decode(proposal, start, want_logits=True, seq=slot, all_logits=True)
+        except native.DecodeAborted:
+            self.model.kv_remove_from(start, slot)
+            raise
+        self.slots.append(slot, list(proposal))
+        self.decode_steps += 1
+        picks = []
+        for i, token in enumerate(proposal):
+            piece = self.model.token_piece(token)
+            heal = heal[min(len(heal), len(piece)) :]
+            picks.append(self.model.argmax_at(i, self._healing_candidates(heal)))
+        checked.start(slot, start, picks, self.model)
 
     def forget_document(self, doc_id: str) -> None:
         """A closed document's KV snapshots go (called on the model thread)."""

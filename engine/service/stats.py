@@ -47,6 +47,9 @@ class RequestStats:
     reason: str = ""  # why no model work ran (source "none"): the rule that stopped it
     # The model's stop reason (eog, a stop rule, max_tokens, unsure: the confidence cut).
     stop_reason: str = ""
+    draft_ms: float = 0.0  # a draft model's own suggestion, before the target checked it
+    draft_tokens: int = 0  # tokens the draft proposed, and those the target kept
+    draft_accepted: int = 0
 
 
 def request_stats(
@@ -83,6 +86,9 @@ def request_stats(
         model=model,
         reason=reason,
         stop_reason=completion.stop_reason if completion is not None else "",
+        draft_ms=t.draft_ms if t else 0.0,
+        draft_tokens=t.draft_tokens if t else 0,
+        draft_accepted=t.draft_accepted if t else 0,
     )
 
 

@@ -43,6 +43,7 @@ def finish(
     widen: bool = False,
     token_probs: tuple[float, ...] = (),
     token_ends: tuple[int, ...] = (),
+    token_ids: tuple[int, ...] = (),
 ) -> Completion:
     """The cleaned suggestion, and what it says about the request."""
     return Completion(
@@ -56,4 +57,5 @@ def finish(
         widen=widen,
         token_probs=token_probs,
         token_ends=token_ends,
+        token_ids=token_ids,
     )
