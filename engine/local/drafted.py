@@ -71,7 +71,11 @@ class DraftedSession:
     def info(self) -> ModelInfo:
         t, d = self.target.info, self.draft.info
         draft = DraftInfo(d.preset or d.name, d.path, d.memory_bytes, self.proposed, self.accepted)
-        return replace(t, name=f"{t.preset or t.name}+{d.preset or d.name}", draft=draft)
+        # "medium+small": what the status bar names (both are presets, or the files' names)
+        both = f"{t.preset or t.name}+{d.preset or d.name}"
+        return replace(
+            t, name=both, preset=both if t.preset and d.preset else t.preset, draft=draft
+        )
 
     @property
     def decode_steps(self) -> int:

@@ -45,12 +45,24 @@ export interface CompletionStats {
 
 export type ServerState = 'loading' | 'ready' | 'error';
 
+export interface DraftInfo {
+  name?: string | null;
+  memoryBytes?: number | null;
+  proposed?: number | null;
+  accepted?: number | null;
+  /** Share of the draft's proposed tokens the target kept (null before any). */
+  acceptance?: number | null;
+}
+
 export interface ModelInfo {
   name?: string | null;
   preset?: string | null;
   path?: string | null;
   device?: string | null;
   nGpuLayers?: number | null;
+  memoryBytes?: number | null;
+  /** The draft model that writes suggestions first (speculative decoding), if any. */
+  draft?: DraftInfo | null;
 }
 
 export interface LatencySummary {

@@ -8,6 +8,7 @@ export const SERVER_SETTING_KEYS = [
   'enable',
   'model.size',
   'model.path',
+  'model.draft',
   'nGpuLayers',
   'debounceMs',
   'maxTokens',

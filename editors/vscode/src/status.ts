@@ -7,6 +7,7 @@ import {
   type Budgets,
   budgetsOf,
   type CompletionStats,
+  type DraftInfo,
   type LatencySummary,
   type ModelInfo,
   type ServerStatus,
@@ -237,7 +238,14 @@ export function formatModel(model: ModelInfo | null | undefined): string {
   const preset = model.preset ? ` (${model.preset})` : '';
   const device = model.device ? ` on ${model.device}` : '';
   const layers = typeof model.nGpuLayers === 'number' ? `, ${model.nGpuLayers} GPU layers` : '';
-  return `${name}${preset}${device}${layers}`.trim();
+  return `${name}${preset}${device}${layers}${formatDraft(model.draft)}`.trim();
+}
+
+/** ", draft small: 61% of its tokens kept, 1.4 GB for both": the speculative draft, if any. */
+export function formatDraft(draft: DraftInfo | null | undefined): string {
+  if (draft === null || draft === undefined) return '';
+  const rate = typeof draft.acceptance === 'number' ? `${Math.round(draft.acceptance * 100)}%` : '–';
+  return `, draft ${draft.name ?? '?'}: ${rate} of its tokens kept`;
 }
 
 export function formatLatencySummary(latency: LatencySummary | null | undefined): string {

@@ -4,6 +4,7 @@ import type { CompletionStats, ServerStatus } from '../src/protocol';
 import {
   formatAcceptance,
   formatBudgets,
+  formatDraft,
   formatLatencySummary,
   formatModel,
   formatMs,
@@ -208,5 +209,19 @@ describe('acceptance and budgets', () => {
     const view = statusBarView(input({ lastTtftMs: 52 }));
     assert.doesNotMatch(view.tooltip, /session|budget/);
     assert.match(view.tooltip, /Time to first token: last 52ms/);
+  });
+});
+
+describe('the draft model in the tooltip', () => {
+  it('names the draft and the share of its tokens kept', () => {
+    const text = formatModel({
+      name: 'medium+small',
+      preset: 'medium+small',
+      device: 'cpu',
+      nGpuLayers: 0,
+      draft: { name: 'small', acceptance: 0.614 },
+    });
+    assert.match(text, /draft small: 61% of its tokens kept/);
+    assert.strictEqual(formatDraft(undefined), '');
   });
 });

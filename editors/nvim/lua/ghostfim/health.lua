@@ -126,6 +126,16 @@ function M.check()
         report.error(string.format("model state %s: %s", field(status.state),
           field(status.error)))
       end
+      local draft = type(model.draft) == "table" and model.draft or nil
+      if draft then
+        local rate = type(draft.acceptance) == "number"
+            and string.format("%d%%", math.floor(draft.acceptance * 100 + 0.5)) or "-"
+        local mb = type(model.memoryBytes) == "number" and type(draft.memoryBytes) == "number"
+            and string.format(", %.0f MB of weights for both",
+              (model.memoryBytes + draft.memoryBytes) / 1048576) or ""
+        report.info(string.format("draft %s writes suggestions first: %s of its tokens kept%s",
+          field(draft.name), rate, mb))
+      end
       if status.switchingTo ~= nil and status.switchingTo ~= vim.NIL then
         report.info("switching to " .. field(status.switchingTo))
       end
