@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -141,8 +142,9 @@ async def run_system(
     dwell_s: float,
     seed: int,
     back_after_s: float | None = None,
+    server: list[str] | None = None,
 ) -> tuple[Run, dict[str, list[Typed]]]:
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
+    client = await LspProcess.start(server or [sys.executable, "-m", "ghostfim.cli.main", "serve"])
     run = Run(system)
     per_doc: dict[str, list[Typed]] = {}
     try:
@@ -241,17 +243,22 @@ async def main_async(args: argparse.Namespace) -> int:
         if args.model in ("tiny", "small", "medium")
         else {"model": {"path": args.model}}
     )
-    systems = {
-        "snapshots on": {**model, "kvSnapshotMb": 256},
-        "snapshots off (before)": {**model, "kvSnapshotMb": 0},
+    systems: dict[str, tuple[dict[str, Any], list[str] | None]] = {
+        "snapshots on": ({**model, "kvSnapshotMb": 256}, None),
+        "snapshots off (before)": ({**model, "kvSnapshotMb": 0}, None),
     }
+    if args.baseline_server:  # another build's server, snapshots on, side by side
+        systems = {
+            "this build": systems["snapshots on"],
+            "baseline build": ({**model, "kvSnapshotMb": 256}, shlex.split(args.baseline_server)),
+        }
     ways_back = {"after the dwell": None, "at once": 0.0}
     if args.back_after is not None:
         ways_back = {f"after {args.back_after:g} s": args.back_after}
     rows = []
     started = time.perf_counter()
     for way, back_after in ways_back.items():
-        for name, settings in systems.items():
+        for name, (settings, server) in systems.items():
             run, per_doc = await run_system(
                 f"{name}, back {way}",
                 settings,
@@ -260,6 +267,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 args.dwell,
                 args.seed,
                 back_after,
+                server,
             )
             rows.append(summarize(f"{name}, back {way}", per_doc, run.kv))
     print(
@@ -293,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="seconds after C's last answer before going back to A (default: both after the"
         " dwell and at once)",
+    )
+    parser.add_argument(
+        "--baseline-server",
+        default="",
+        help="compare with another build's server ('CMD serve'), both with snapshots on",
     )
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)

@@ -62,7 +62,8 @@ _SHOWN_LIMIT = 120  # characters of a bad message quoted back to the user
 _MESSAGE_KEYS = frozenset(("jsonrpc", "id", "method", "params", "result", "error"))
 # Tokens of a JSON text that matter for finding the top-level "id": strings and brackets.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
-_ID_VALUE = re.compile(r'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+# An integer id (not the start of 1.5 or 1e3, which JSON-RPC does not allow) or a string.
+_ID_VALUE = re.compile(r'\s*:\s*(-?\d+(?![\d.eE])|"(?:[^"\\]|\\.)*")')
 
 
 def _short(value: Any) -> str:

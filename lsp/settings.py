@@ -2,7 +2,7 @@
 
 Every default is declared once, in `ghostfim.engine.config.EngineConfig`; this module only maps
 the keys a client writes (section `ghostfim`, camelCase, `model` nested) to its fields, with a
-validator each whose range the editors' settings declare too (tests/test_settings_sync.py).
+validator each whose range the editors' settings declare too (tests/unit/lsp/test_settings_sync.py).
 
 Read from `initializationOptions` and `workspace/didChangeConfiguration`. A bad value never
 stops the server and never switches the model: it is reported and the field keeps its last

@@ -161,7 +161,7 @@ class CompletionService:
     def _backend_swapped(self, _backend: object) -> None:
         """A new backend serves: suggestions of the old one go, the last document warms."""
         self.cache.clear()
-        if self._last_state is not None and not self.host.busy:
+        if self._last_state is not None and not self.host.newer_pending:
             self.followups.warm(self._last_state)
 
     # --- status --------------------------------------------------------------------------------

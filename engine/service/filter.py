@@ -13,8 +13,7 @@ Setting `filter`:
   place returns to the calibrated cost when the user's behaviour changes.
 
 Rules before the model (`refuse_before_model`) answer an automatic request empty with no model
-work at all. Explicit requests (the user asked) are never suppressed: they may be cut, after
-their first word. The calibration is bench/calibrate_filter.py on the accepting-user benchmark;
+work at all. Explicit requests (the user asked) are never suppressed, nor cut. The calibration is bench/calibrate_filter.py on the accepting-user benchmark;
 its data and choice are docs/filter-calibration.jsonl and docs/benchmarks.md.
 """
 
@@ -65,8 +64,10 @@ class ConfidenceFilter:
     def confidence_for(
         self, place: Place, explicit: bool, now: float | None = None
     ) -> Confidence | None:
-        """The cut rule for a request at `place` (None: filter off)."""
-        if self.mode == "off":
+        """The cut rule for a request at `place` (None: none). An explicit request, which
+        the user asked for and waits for, is answered whole: a cut there left half an
+        expression (`sqrt(variance(values` without its closing brackets)."""
+        if self.mode == "off" or explicit:
             return None
         return Confidence(
             refusal_cost=self.refusal_cost(place, now),

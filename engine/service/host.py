@@ -149,6 +149,12 @@ class BackendHost:
         return self._pending is not None or self._in_flight is not None
 
     @property
+    def newer_pending(self) -> bool:
+        """Another switch waits behind the one in flight (the backend swapping in now will
+        not serve for long)."""
+        return self._pending is not None
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -363,7 +369,11 @@ class BackendHost:
         self._tell_changed()
 
     async def _swap_in(self, new: CompletionBackend, spec: BackendSpec) -> None:
-        """Requests cancelled by the swap run again on the new backend (see `changes`)."""
+        """Requests cancelled by the swap run again on the new backend (see `changes`): the
+        swap is counted before its cancels, so a request that sees one also sees the count
+        move, and a job it submits again runs after the swap (the model thread runs both in
+        order)."""
+        self.changes += 1
         self._worker.cancel_all()
 
         def swap() -> None:

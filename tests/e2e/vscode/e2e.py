@@ -381,7 +381,9 @@ class Editor:
         )
         self.page.keyboard.press("End")
 
-    def set_setting(self, key: str, value: str | bool, settings_file: Path) -> None:
+    def set_setting(
+        self, key: str, value: str | bool, settings_file: Path, *, is_default: bool = False
+    ) -> None:
         """Changes a user setting in the Settings editor (Ctrl+,) as a user does, then waits for
         VS Code to have written it to settings.json. (VS Code here did not notice settings.json
         rewritten behind its back, so the UI is also the dependable way.)"""
@@ -418,7 +420,8 @@ class Editor:
             )
             row.click()
         needle = f'"{key}": {json.dumps(value)}'
-        default_removed = isinstance(value, bool)  # back to the default: VS Code may drop the key
+        # Back to the default: VS Code may drop the key.
+        default_removed = isinstance(value, bool) or is_default
 
         def written() -> bool:
             text = settings_file.read_text(encoding="utf-8")
@@ -649,7 +652,11 @@ def run(args: argparse.Namespace) -> int:
                         raise CheckFailed(f"status bar says {text!r} ({status['label']!r})")
                     print(f"   status bar: {text!r}", flush=True)
 
-                # 4. A block suggestion streams: at one cursor position it grows.
+                # 4. A block suggestion streams: at one cursor position it grows. This checks
+                # the streaming of what the model writes, so the confidence filter (which may
+                # end a block after its first line) is off for it and the next check.
+                editor.set_setting("ghostfim.filter", "off", vscode.settings_file)
+                editor.open_file("stats.py")  # back from the Settings editor
                 with check("the ghost text grows while it streams (a block in a new function)"):
                     page.keyboard.press("Control+End")
                     samples = editor.type_watching("\n\ndef median(values):\n", args.key_delay_ms)
@@ -700,6 +707,10 @@ def run(args: argparse.Namespace) -> int:
                         10,
                     )
 
+                editor.set_setting(
+                    "ghostfim.filter", "adaptive", vscode.settings_file, is_default=True
+                )
+                editor.open_file("stats.py")
                 # 5. Typed fast, accepted at once: nothing doubled.
                 with check("a line typed in one burst, then Tab, holds the typed text once"):
                     page.keyboard.type(FAST_PREFIX, delay=0)

@@ -25,9 +25,8 @@ def test_off_gives_no_rule_and_fixed_the_calibrated_one() -> None:
     assert rule.drop_unsure_start and rule.drop_line_break_start  # the end of a line
 
 
-def test_explicit_requests_are_cut_but_never_dropped() -> None:
-    rule = ConfidenceFilter("adaptive").confidence_for(HERE, explicit=True)
-    assert rule is not None and not rule.drop_unsure_start
+def test_explicit_requests_are_answered_whole() -> None:
+    assert ConfidenceFilter("adaptive").confidence_for(HERE, explicit=True) is None
 
 
 def test_refusals_raise_a_place_threshold_and_leave_others_alone() -> None:

@@ -1,0 +1,52 @@
+"""engine/service/deadline.py: how long a request may take, read from the environment at call
+time (engine/env.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ghostfim.engine import env
+from ghostfim.engine.service.deadline import answer_deadline_s, hold_limit_s
+from tests.support.fakes import FakeBackend
+
+
+class Backend:  # only what the deadline asks of a backend
+    def __init__(self, per_token_ms: float | None) -> None:
+        self.per_token_ms = per_token_ms
+
+    def expected_prefill_ms(self, n_tokens: int) -> float | None:
+        return None if self.per_token_ms is None else 45 + self.per_token_ms * n_tokens
+
+
+def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
+    automatic, explicit = env.automatic_deadline_s(), env.explicit_deadline_s()
+    assert (automatic, explicit) == (8.0, 120.0)
+    tokens = 1024
+    assert answer_deadline_s(True, None, tokens) == automatic  # no model yet
+    assert answer_deadline_s(True, Backend(None), tokens) == automatic  # remote
+    assert answer_deadline_s(True, Backend(7.0), tokens) == automatic  # fast model
+    slow = Backend(21.0)
+    assert answer_deadline_s(False, slow, tokens) == automatic  # automatic
+    assert 40.0 < answer_deadline_s(True, slow, tokens) < 50.0  # ~21.5 s, twice plus 2 s
+    assert answer_deadline_s(True, Backend(200.0), tokens) == explicit  # capped
+    assert answer_deadline_s(True, slow, 0) == automatic  # nothing to prefill
+
+
+def test_explicit_requests_on_a_slow_model_get_longer() -> None:
+    slow = FakeBackend(prefill_ms_per_token=21.0)
+    fast = FakeBackend(prefill_ms_per_token=2.0)
+    automatic = env.automatic_deadline_s()
+    assert answer_deadline_s(True, slow, 1024) > automatic
+    assert answer_deadline_s(True, fast, 1024) == automatic
+    assert answer_deadline_s(False, slow, 1024) == automatic
+
+
+def test_the_deadlines_are_read_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GHOSTFIM_REQUEST_DEADLINE_S", "0.3")
+    monkeypatch.setenv("GHOSTFIM_EXPLICIT_DEADLINE_S", "30")
+    monkeypatch.setenv("GHOSTFIM_HOLD_LIMIT_S", "2.5")
+    assert answer_deadline_s(False, None, 1024) == 0.3
+    assert answer_deadline_s(True, Backend(200.0), 1024) == 30.0
+    assert hold_limit_s() == 2.5
+    monkeypatch.setenv("GHOSTFIM_REQUEST_DEADLINE_S", "soon")  # not a number: the default
+    assert answer_deadline_s(False, None, 1024) == 8.0

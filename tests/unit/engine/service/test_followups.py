@@ -1,0 +1,128 @@
+"""engine/service/followups.py: widen, the pause refresh, the prefetch and the warm-up, all
+background work that a keystroke drops. Fake backends (tests/support/fakes.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from ghostfim.engine.backend import CompletionRequest
+from ghostfim.engine.service.completion import CompletionService
+from ghostfim.engine.service.followups import PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
+from tests.support.fakes import (
+    FIXED_DEBOUNCE,
+    FakeBackend,
+    FakeOpener,
+    RecordingEvents,
+    cursor,
+    serving,
+    settle,
+)
+
+DOC = "def area(width, height):\n    return "
+
+
+@pytest.fixture
+async def cleanup() -> AsyncIterator[list[CompletionService]]:
+    services: list[CompletionService] = []
+    yield services
+    for service in services:
+        await service.shutdown()
+
+
+async def test_a_cut_suffix_is_refreshed_with_the_full_prompt_at_a_pause(cleanup: list) -> None:
+    def script(request: CompletionRequest) -> str:
+        return "full answer" if request.mode == "full" else "keystroke answer"
+
+    backend = FakeBackend(script=script, cut_suffix=True)
+    service, events = await serving(backend)
+    cleanup.append(service)
+    answer = await service.complete(cursor(DOC))
+    assert answer.text and "keystroke answer".startswith(answer.text)  # answered early
+    await asyncio.sleep(PAUSE_REFRESH_S + 0.25)  # a pause
+    await settle(service)
+    refresh = [r for r in backend.requests if r.mode == "full"]
+    assert refresh and refresh[0].background
+    assert events.ghost[-1][1] == "full answer" and events.ghost[-1][2]
+
+
+async def test_no_refresh_when_typing_goes_on(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "abc", cut_suffix=True)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    for i in range(len("width")):
+        await service.complete(cursor(DOC + "width"[: i + 1], version=i + 2))
+        await asyncio.sleep(0.05)  # faster than the pause refresh
+    await settle(service)
+    assert sum(r.mode == "full" for r in backend.requests) <= 1  # at most the last state
+
+
+async def test_explicit_requests_are_never_refreshed(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "abc", cut_suffix=True)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    await service.complete(cursor(DOC), explicit=True)  # a full prompt: nothing was cut
+    await asyncio.sleep(PAUSE_REFRESH_S + 0.25)
+    await settle(service)
+    assert [r.mode for r in backend.requests if r.background and r.mode == "full"] == []
+
+
+async def test_widen_prepares_the_jobs_own_state(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "abc", narrow=True)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    state = cursor(DOC + "wid")
+    await service.complete(state)
+    await settle(service)
+    widen = [r for r in backend.requests if r.background and r.max_tokens == 0]
+    assert widen and all(r.mode == "keystroke" for r in widen)
+    assert widen[0].prefix == state.prefix and widen[0].doc_id == state.doc_id
+
+
+async def test_the_continuation_is_prefetched_as_if_accepted(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "width * height")
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    await service.complete(cursor(DOC), explicit=True)
+    await settle(service)
+    [prefetch] = [r for r in backend.requests if r.background]
+    assert prefetch.prefix == DOC + "width * height" and prefetch.mode == "keystroke"
+    assert prefetch.max_tokens == PREFETCH_MAX_TOKENS
+    hit = service.cache.lookup(DOC + "width * height", "")
+    assert hit is not None and hit.suggestion.text == "width * height"  # its own answer
+
+
+async def test_a_keystroke_drops_background_work(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "width * height", prefill_s=0.5)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    await service.complete(cursor(DOC), explicit=True)
+    await asyncio.sleep(0.1)  # the prefetch is in its prefill
+    running = service.worker.running
+    assert running is not None and running.label == "speculative"
+    service.worker.preempt_background()  # what every interactive job does first
+    assert running.cancel.cancelled
+    await settle(service)
+    assert service.cache.lookup(DOC + "width * height", "") is None  # nothing kept of it
+
+
+async def test_a_new_backend_warms_the_last_document(cleanup: list) -> None:
+    first, second = FakeBackend(name="first"), FakeBackend(name="second")
+    service = CompletionService(
+        RecordingEvents(),
+        opener=FakeOpener({"first": lambda: first, "second": lambda: second}),
+    )
+    cleanup.append(service)
+    assert await service.configure(replace(FIXED_DEBOUNCE, model_path="first"))
+    state = cursor(DOC + "wi")
+    await service.complete(state)
+    await settle(service)
+    assert await service.configure(replace(FIXED_DEBOUNCE, model_path="second"))
+    await settle(service)
+    warm = [r for r in second.requests if r.background and r.max_tokens == 0]
+    assert sorted(r.mode for r in warm) == ["full", "keystroke"]  # each slot, keystrokes first
+    assert all(r.prefix == state.prefix for r in warm)
+    assert service.followups.idle

@@ -1,0 +1,110 @@
+"""engine/service/scheduler.py: one model worker with priorities, and the adaptive debounce."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ghostfim.engine.backend import CancelToken, CompletionRequest
+from ghostfim.engine.service.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from tests.support.fakes import FakeBackend
+
+
+async def test_interactive_work_preempts_background_work() -> None:
+    worker = ModelWorker()
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow(cancel: CancelToken) -> str:
+        loop.call_soon_threadsafe(started.set)
+        for _ in range(200):
+            if cancel.cancelled:
+                return "stopped"
+            time.sleep(0.01)
+        return "finished"
+
+    background = worker.submit(slow, Priority.WARMUP)
+    await started.wait()
+    queued = worker.submit(lambda c: "never", Priority.SPECULATIVE)
+    interactive = worker.submit(lambda c: "answer", Priority.INTERACTIVE)
+    assert await interactive.future == "answer"
+    assert await background.future == "stopped"
+    with pytest.raises(JobDropped):
+        await queued.future
+    worker.shutdown()
+
+
+async def test_jobs_run_one_at_a_time_highest_priority_first() -> None:
+    worker = ModelWorker()
+    order: list[str] = []
+    gate = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def blocker(cancel: CancelToken) -> None:
+        asyncio.run_coroutine_threadsafe(gate.wait(), loop).result(5)
+
+    first = worker.submit(blocker, Priority.INTERACTIVE, "blocker")
+    await asyncio.sleep(0.05)
+    jobs = [
+        worker.submit(lambda c, n=name: order.append(n), priority, name)
+        for name, priority in (
+            ("second interactive", Priority.INTERACTIVE),
+            ("third interactive", Priority.INTERACTIVE),
+        )
+    ]
+    gate.set()
+    await first.future
+    for job in jobs:
+        await job.future
+    assert order == ["second interactive", "third interactive"]  # in order of arrival
+    assert all(job.queue_ms > 0 for job in jobs)
+    worker.shutdown()
+
+
+class Serving:
+    """What the host offers the worker: the backend that serves now (None: none yet)."""
+
+    backend: FakeBackend | None = None
+
+
+async def test_a_completion_job_runs_on_whatever_backend_serves_then() -> None:
+    worker = ModelWorker()
+    serving = Serving()
+    none = worker.submit_completion(serving, CompletionRequest("x", ""), Priority.REFRESH, "c")
+    with pytest.raises(JobDropped):
+        await none.future
+    serving.backend = FakeBackend(script=lambda r: "abc")
+    job = worker.submit_completion(serving, CompletionRequest("x = ", ""), Priority.REFRESH, "c")
+    assert (await job.future).text == "abc"
+    assert await worker.run_exclusive(lambda: "between jobs") == "between jobs"
+    worker.cancel_all()
+    worker.shutdown()
+
+
+def test_debounce_waits_only_when_the_next_key_is_likely_first() -> None:
+    d = AdaptiveDebounce()
+    assert d.delay_ms(100) <= 10  # no rhythm known yet
+    t = 0.0
+    for _ in range(10):  # a fast typist: 40 ms between keys
+        d.keystroke(t)
+        t += 0.040
+    assert 20 <= d.delay_ms(100) <= 80
+    slow = AdaptiveDebounce()
+    t = 0.0
+    for _ in range(10):  # 250 ms between keys: the answer beats the next key
+        slow.keystroke(t)
+        t += 0.250
+    assert slow.delay_ms(100) <= 10
+    assert AdaptiveDebounce(fixed_ms=120).delay_ms(100) == 120
+
+
+def test_a_pause_is_not_part_of_the_rhythm() -> None:
+    d = AdaptiveDebounce()
+    t = 0.0
+    for gap in (0.04, 0.04, 0.04, 5.0, 0.04):
+        d.keystroke(t)
+        t += gap
+    d.keystroke(t)
+    assert 20 <= d.delay_ms(100) <= 80  # the 5 s pause did not make the typist look slow
