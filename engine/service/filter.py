@@ -13,8 +13,9 @@ Setting `filter`:
   place returns to the calibrated cost when the user's behaviour changes.
 
 Rules before the model (`refuse_before_model`) answer an automatic request empty with no model
-work at all. Explicit requests (the user asked) are never suppressed, nor cut. The calibration is bench/calibrate_filter.py on the accepting-user benchmark;
-its data and choice are docs/filter-calibration.jsonl and docs/benchmarks.md.
+work at all. Explicit requests (the user asked) are never suppressed, nor cut. The calibration
+is bench/calibrate_filter.py on the accepting-user benchmark; its data and choice are
+docs/filter-calibration.jsonl and docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ they decide where generation ends, as llama-server's own stops do for llama.vim.
 Checked on 99,537 infill spans cut from real code (Python, C/C++, JS/TS, none of it ours; the
 cursor after the indentation, inside call brackets with the closer after it, and after block
 openers): the rules change a correct suggestion in 19 of them (0.02%: identical rows of a
-table, unrolled loops, brackets inside a JS regex or comment). tests/unit/engine/text/test_postprocess.py
-keeps that property on samples in five languages.
+table, unrolled loops, brackets inside a JS regex or comment).
+tests/unit/engine/text/test_postprocess.py keeps that property on samples in five languages.
 
 Seen from the peers (their code read, none copied): llama.vim drops a suggestion that repeats
 the rest of the line or the next lines and trims indentation on a blank line; Tabby cuts a

@@ -4,8 +4,6 @@ tests/integration/test_reliability.py's.)"""
 
 from __future__ import annotations
 
-import pytest
-
 from ghostfim.lsp.rpcguard import UINTEGER_MAX, Rejected, _clamp_positions, _short, top_level_id
 
 
