@@ -169,7 +169,7 @@ def rule_for(row: dict[str, Any], rule: Rule) -> Confidence:
 
 def cut_point(row: dict[str, Any], rule: Rule) -> int | None:
     """Tokens kept (None: dropped): the engine's own rule (engine/text/confidence.py) applied
-    to the recorded probabilities, token by token as the decode loop applies it."""
+    to the recorded probabilities, token by token as the service applies it."""
     cut = ConfidenceCut(rule_for(row, rule))
     raw, ends = row["raw"], row["ends"]
     start = 0

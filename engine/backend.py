@@ -21,12 +21,15 @@ from typing import Literal, Protocol
 
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.ring import ExtraContext
-from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.stops import Multiline
 from ghostfim.engine.timings import Timings
 
 PromptMode = Literal["keystroke", "full"]
-OnText = Callable[[str], None]
+# Where a token's text ends in a suggestion, and the model's probability of it: what the
+# confidence rule judges (engine/text/confidence.py). Empty where the backend does not know.
+Mark = tuple[int, float]
+# A suggestion as it grows: its text so far and the marks of its tokens.
+OnText = Callable[[str, tuple[Mark, ...]], None]
 
 
 class Cancelled(Exception):
@@ -65,8 +68,6 @@ class CompletionRequest:
     postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: benchmark)
     # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None
-    # Cut where the model stops being sure (engine/text/confidence.py); None: never.
-    confidence: Confidence | None = None
 
     @property
     def line(self) -> int:
@@ -93,6 +94,9 @@ class Completion:
     token_probs: tuple[float, ...] = ()
     token_ends: tuple[int, ...] = ()
     token_ids: tuple[int, ...] = ()  # the tokens generated (what a draft proposes)
+    # The tokens' marks in `text` (the cleaned suggestion): what the confidence rule shows
+    # of it, from any point the user has typed to (engine/service/suggestions.py).
+    marks: tuple[Mark, ...] = ()
     # A draft model wrote the suggestion first and this one checked it (engine/local/drafted.py):
     # the draft's text, and how many of its tokens were kept.
     draft_text: str | None = None

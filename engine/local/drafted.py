@@ -10,6 +10,11 @@ from the first disagreement on when they do not. The final suggestion is the tar
 greedy output with a draft is the target's (up to near ties between two logits, which batched
 and one-token decodes may break differently).
 
+The draft proposes at most k tokens (`DraftLength`): k doubles while the target keeps every
+one, and falls towards what it kept when it does not, so a draft that disagrees early costs a
+few of its own decodes, not a whole suggestion's (measured: at the start of a block the 0.5B
+and the 1.5B part after a token or two; docs/benchmarks.md).
+
 Each model keeps its own KV slots, keystroke windows and per-document snapshots (both get the
 same request, so a keystroke costs each a token or two of prefill). A cancel stops whichever is
 running at its next decode boundary. Both models must share one tokenizer (the Qwen2.5-Coder
@@ -57,6 +62,28 @@ def check_same_vocabulary(target: ModelSession, draft: ModelSession) -> None:
             )
 
 
+class DraftLength:
+    """How many tokens the draft proposes (k), from how many the target kept before."""
+
+    def __init__(self, start: int = 8, least: int = 2, most: int = 64) -> None:
+        self.k = float(start)
+        self.least, self.most = least, most
+
+    def next(self, max_tokens: int) -> int:
+        return max(1, min(max_tokens, round(self.k)))
+
+    def observed(self, proposed: int, kept: int) -> None:
+        """A proposal of `proposed` tokens of which the target kept `kept` (its own first
+        pick included): all kept, propose twice as many; else move halfway to what was kept
+        and one more."""
+        if proposed <= 0:
+            return
+        if kept >= proposed:
+            self.k = min(self.most, self.k * 2)
+        else:
+            self.k = max(self.least, (self.k + kept + 1) / 2)
+
+
 class DraftedSession:
     """A CompletionBackend made of a target ModelSession and a draft one."""
 
@@ -66,6 +93,7 @@ class DraftedSession:
         self.draft = draft
         self.proposed = 0  # draft tokens proposed, and kept by the target
         self.accepted = 0
+        self.length = DraftLength()
 
     @property
     def info(self) -> ModelInfo:
@@ -96,7 +124,9 @@ class DraftedSession:
             self.draft.complete(request, cancel)
             return self.target.complete(request, cancel)
         started = time.perf_counter()
-        drafted = self.draft.complete(request, cancel, on_text)  # the ghost text seen first
+        k = self.length.next(request.max_tokens)
+        # The ghost text seen first: the draft's k tokens.
+        drafted = self.draft.complete(replace(request, max_tokens=k), cancel, on_text)
         draft_ms = (time.perf_counter() - started) * 1000
         if drafted.cancelled:
             return drafted
@@ -107,6 +137,7 @@ class DraftedSession:
             t.ttft_ms = drafted.timings.ttft_ms  # the first text the user saw was the draft's
         self.proposed += t.draft_tokens
         self.accepted += t.draft_accepted
+        self.length.observed(t.draft_tokens, t.draft_accepted)
         return replace(checked, draft_text=drafted.text)
 
     def expected_prefill_ms(self, n_tokens: int) -> float | None:

@@ -8,8 +8,9 @@ Everything else asks `ModelSession.complete`, whose phases read top to bottom:
                        document's snapshot first when it holds more), decode the rest in chunks
                        with a cancellation check between chunks (and llama.cpp's abort callback
                        inside a chunk on the CPU); its last logits give token one
-    decode_n_tokens -> greedy decode one token at a time until a stop rule fires, or the model
-                       stops being sure (engine/text/confidence.py): the rest is never decoded
+    decode_n_tokens -> greedy decode one token at a time until a stop rule fires; each token's
+                       probability goes with the text, for the confidence rule that decides
+                       what of it is shown (engine/text/confidence.py)
     finish          -> clean-up rules, and what the service needs to know (engine/text/finish.py)
 
 Loading, calibration and the GPU/CPU policy are engine/local/loading.py.
@@ -51,7 +52,6 @@ from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
-from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
 from ghostfim.engine.text.finish import finish, stop_policy, streaming
 from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
@@ -296,7 +296,6 @@ class ModelSession:
             cancel,
             streaming(on_text, request, ctx),
             heal=prompt.heal,
-            confidence=request.confidence,
             probs=probs,
             ends=ends,
             ids=ids,
@@ -383,7 +382,6 @@ class ModelSession:
         cancel: CancelToken,
         on_text: OnText | None,
         heal: bytes = b"",
-        confidence: Confidence | None = None,
         probs: list[float] | None = None,
         ends: list[int] | None = None,
         ids: list[int] | None = None,
@@ -394,9 +392,9 @@ class ModelSession:
         where its text ends.
 
         With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
-        and only what follows it is the suggestion. With `confidence`, the suggestion ends
-        where the model stops being sure (stop reason "unsure"), and one that is never worth
-        showing is dropped ("unsure_start"); engine/text/confidence.py. With `checked`, a
+        and only what follows it is the suggestion. Each token's probability streams with the
+        text: what of it is worth showing is the service's to decide, from wherever the user
+        stands (engine/service/suggestions.py). With `checked`, a
         draft's proposal whose first token is `first` is decoded in one batch and each of its
         tokens taken while this model would have picked it too (`_check`).
         """
@@ -408,7 +406,6 @@ class ModelSession:
         probs = [] if probs is None else probs
         ends = [] if ends is None else ends
         ids = [] if ids is None else ids
-        cut = ConfidenceCut(confidence) if confidence is not None else None
         checked = checked or Checked(())
         if checked.proposal and checked.proposal[0] == token:
             if cancel.cancelled:
@@ -419,9 +416,6 @@ class ModelSession:
                 return "", generated, "cancelled"
 
         def end(text: str, reason: str) -> tuple[str, int, str]:
-            if cut is not None and reason != "cancelled" and not cut.final(text):
-                del probs[:], ends[:], ids[:]
-                return "", generated, "unsure_start"
             return text, generated, reason
 
         while True:
@@ -432,13 +426,6 @@ class ModelSession:
                 done = min(len(heal), len(piece_bytes))
                 piece_bytes, heal = piece_bytes[done:], heal[done:]
             piece = utf8.decode(piece_bytes)
-            if cut is not None:
-                verdict = cut.judge(text, piece, prob)
-                if verdict == "cut":
-                    return end(text, "unsure")
-                if verdict == "drop":
-                    del probs[:], ends[:], ids[:]
-                    return "", generated, "unsure_start"
             generated += 1
             text += piece
             probs.append(prob)
@@ -447,10 +434,8 @@ class ModelSession:
             decision = policy.check(text)
             if decision.stop:
                 return end(text[: decision.keep] if decision.keep >= 0 else text, decision.reason)
-            # Nothing is shown before some of it is worth showing: no ghost text that appears
-            # and then vanishes when the suggestion is dropped.
-            if on_text is not None and (cut is None or cut.worth_showing):
-                on_text(text)
+            if on_text is not None:
+                on_text(text, tuple(zip(ends, probs, strict=True)))
             if generated >= max_tokens:
                 return end(text, "max_tokens")
             if cancel.cancelled:

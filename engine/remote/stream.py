@@ -139,7 +139,7 @@ class StreamRun:
                 self.text = self.text[: decision.keep]
             return decision.reason
         if self.on_text is not None:
-            self.on_text(self.text)
+            self.on_text(self.text, ())  # a server's text comes without the model's probabilities
         # max_tokens is the server's to enforce: its final message then arrives and the
         # connection stays reusable.
         return None

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from ghostfim.engine.backend import Completion, CompletionRequest
+from ghostfim.engine.backend import Completion, CompletionRequest, Mark
 from ghostfim.engine.config import EngineConfig, backend_spec
 from ghostfim.engine.context.feed import ContextFeed
 from ghostfim.engine.service.acceptance import AcceptanceLog
@@ -54,7 +54,8 @@ from ghostfim.engine.service.stats import (
     WorkCounters,
     request_stats,
 )
-from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache, shown_part
+from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.place import place_of
 
 log = logging.getLogger("ghostfim.service")
@@ -70,11 +71,6 @@ class Events(Protocol):
     def status(self, status: ServiceStatus) -> None: ...
     def progress(self, message: str, percentage: int | None, done: bool) -> None: ...
     def problem(self, message: str) -> None: ...
-
-
-def visible(text: str) -> str:
-    """What of a partial suggestion is worth showing: no trailing whitespace."""
-    return text.rstrip()
 
 
 class _HostEvents:
@@ -124,6 +120,7 @@ class CompletionService:
             self.acceptance,
             events,
             self._request_for,
+            self._rule_for,
         )
         self._counter = 0
         self._last_state: CursorState | None = None
@@ -300,7 +297,7 @@ class CompletionService:
             grown = asyncio.Event()
 
             def on_update(s: Suggestion) -> None:
-                if s.done or (s.text.startswith(typed) and len(visible(s.text)) > len(typed)):
+                if s.done or (s.text.startswith(typed) and s.shown(typed)):
                     grown.set()
 
             suggestion.listeners.append(on_update)
@@ -313,11 +310,7 @@ class CompletionService:
             if not suggestion.text.startswith(typed) or len(suggestion.text) <= len(typed):
                 return None
         record.ghost = GhostTarget(suggestion, state, typed)
-        remaining = (
-            visible(suggestion.text[len(typed) :])
-            if suggestion.done
-            else visible(suggestion.text)[len(typed) :]
-        )
+        remaining = suggestion.shown(typed)
         self._publish_stats(state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)
         return Answer(remaining, "cache", suggestion=suggestion)
 
@@ -429,11 +422,13 @@ class CompletionService:
         """Step 3: the model job, answered at its first visible text (an explicit request,
         which the user waits for, gets the whole suggestion)."""
         loop = asyncio.get_running_loop()
-        suggestion = Suggestion()
+        request = self._request_for(state, "full" if explicit else "keystroke")
+        rule = self._rule_for(state, explicit)
+        suggestion = Suggestion(rule=rule)
         first_visible = asyncio.Event()
 
         def on_update(s: Suggestion) -> None:
-            if s.done or visible(s.text):
+            if s.done or s.shown():
                 first_visible.set()
             target = record.ghost
             if (
@@ -442,7 +437,7 @@ class CompletionService:
                 and first_visible.is_set()
                 and s.text.startswith(target.typed)
             ):
-                shown = visible(s.text)[len(target.typed) :]
+                shown = s.shown(target.typed)
                 self.acceptance.grown(target.state.doc_id, s, shown)
                 self.events.ghost_text(target.state, shown, s.done)
 
@@ -451,10 +446,10 @@ class CompletionService:
         record.ghost = GhostTarget(suggestion, state)
         job = self.worker.submit_completion(
             self.host,
-            self._request_for(state, "full" if explicit else "keystroke", explicit=explicit),
+            request,
             Priority.INTERACTIVE,
             label=f"complete {state.doc_id} v{state.version}",
-            on_text=lambda text: _call_soon(loop, suggestion.update, text),
+            on_text=lambda text, marks: _call_soon(loop, suggestion.update, text, marks),
         )
         record.job = DocJob(state, suggestion, job.cancel.cancel)
         job_future = job.future
@@ -479,21 +474,21 @@ class CompletionService:
             result: Completion = job_future.result()
             if result.cancelled:
                 return Answer("", "none", "cancelled")
-            return Answer(result.text, "model", suggestion=suggestion)
+            shown = shown_part(result.text, result.marks, rule)
+            return Answer(shown, "model", suggestion=suggestion)
         if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):
             return Answer("", "none", "cancelled")
-        return Answer(visible(suggestion.text), "model", suggestion=suggestion)
+        return Answer(suggestion.shown(), "model", suggestion=suggestion)
+
+    def _rule_for(self, state: CursorState, explicit: bool = False) -> Confidence | None:
+        """What is worth showing of a suggestion for this state (engine/service/filter.py)."""
+        place = place_of(state.language, state.prefix, state.suffix)
+        return self.filter.confidence_for(place, explicit)
 
     def _request_for(
-        self,
-        state: CursorState,
-        mode: Literal["keystroke", "full"],
-        max_tokens: int | None = None,
-        *,
-        explicit: bool = False,
+        self, state: CursorState, mode: Literal["keystroke", "full"], max_tokens: int | None = None
     ) -> CompletionRequest:
         c = self.config
-        place = place_of(state.language, state.prefix, state.suffix)
         extra = None
         if mode == "full":
             extra = self.context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
@@ -507,7 +502,6 @@ class CompletionService:
             multiline=c.multiline,
             postprocess=c.postprocess,
             extra_context=extra,
-            confidence=self.filter.confidence_for(place, explicit),
         )
 
     def _job_finished(
@@ -530,10 +524,10 @@ class CompletionService:
         elif not fut.cancelled() and not isinstance(fut.exception(), JobDropped):
             self.host.request_failed(fut.exception())
         cancelled = completion is None or completion.cancelled
-        final = completion.text if completion is not None and not cancelled else None
-        suggestion.update(
-            visible(suggestion.text) if final is None else final, done=True, cancelled=cancelled
-        )
+        if completion is not None and not cancelled:
+            suggestion.update(completion.text, completion.marks, done=True)
+        else:  # stopped: what streamed stays, for the user who types into it
+            suggestion.update(suggestion.text, cancelled=True)
         if record.job is not None and record.job.suggestion is suggestion:
             record.job = None
         total_ms = (time.perf_counter() - arrived) * 1000
@@ -625,7 +619,7 @@ def _typed_all_of(state: CursorState, suggestion: Suggestion, text: str, typed: 
     trailing whitespace) typed at the cursor: all of it taken."""
     delta = len(text) - state.doc_length
     inserted = typed + text[state.offset : state.offset + delta]
-    shown = visible(suggestion.text)
+    shown = typed + suggestion.shown(typed)
     return (
         delta > 0
         and bool(shown)
@@ -636,6 +630,11 @@ def _typed_all_of(state: CursorState, suggestion: Suggestion, text: str, typed: 
     )
 
 
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], text: str) -> None:
+def _call_soon(
+    loop: asyncio.AbstractEventLoop,
+    fn: Callable[[str, tuple[Mark, ...]], None],
+    text: str,
+    marks: tuple[Mark, ...],
+) -> None:
     """Hand streamed text to the event loop (from the model thread)."""
-    loop.call_soon_threadsafe(fn, text)
+    loop.call_soon_threadsafe(fn, text, marks)

@@ -25,6 +25,7 @@ from ghostfim.engine.service.acceptance import AcceptanceLog
 from ghostfim.engine.service.documents import CursorState, DocumentRecord, GhostTarget
 from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority, Serving
 from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.text.confidence import Confidence
 
 log = logging.getLogger("ghostfim.followups")
 
@@ -32,6 +33,7 @@ PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keyst
 PREFETCH_MAX_TOKENS = 24
 
 RequestFor = Callable[[CursorState, Literal["keystroke", "full"], int | None], CompletionRequest]
+RuleFor = Callable[[CursorState], Confidence | None]  # what is worth showing there
 
 
 class GhostSink(Protocol):
@@ -47,6 +49,7 @@ class FollowUps:
         acceptance: AcceptanceLog,
         events: GhostSink,
         request_for: RequestFor,
+        rule_for: RuleFor,
     ) -> None:
         self.worker = worker
         self.serving = serving
@@ -54,6 +57,7 @@ class FollowUps:
         self.acceptance = acceptance
         self.events = events
         self.request_for = request_for
+        self.rule_for = rule_for
         self._tasks: set[asyncio.Future[Any]] = set()
         self._widening = False
 
@@ -89,16 +93,18 @@ class FollowUps:
         asyncio.get_running_loop().call_later(PAUSE_REFRESH_S if refresh else 0.0, at_pause)
 
     async def _refresh(self, state: CursorState, record: DocumentRecord, number: int) -> None:
-        result = await self._background(self.request_for(state, "full", None), Priority.REFRESH)
+        request = self.request_for(state, "full", None)
+        result = await self._background(request, Priority.REFRESH)
         if result is None or record.latest != number:
             return
-        suggestion = Suggestion(text=result.text, done=True)
+        suggestion = _finished(result, self.rule_for(state))
         self.cache.put(state.prefix, state.suffix, suggestion)
         target = record.ghost
         if target is not None and target.state is state:
             record.ghost = GhostTarget(suggestion, state)
-            self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, result.text)
-            self.events.ghost_text(state, result.text, True)
+            shown = suggestion.shown()
+            self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, shown)
+            self.events.ghost_text(state, shown, True)
         if result.text:
             await self._prefetch(state, record, result.text, number)
 
@@ -112,7 +118,7 @@ class FollowUps:
         result = await self._background(request, Priority.SPECULATIVE)
         if result is None or record.latest != number:
             return
-        self.cache.put(accepted.prefix, accepted.suffix, Suggestion(text=result.text, done=True))
+        self.cache.put(accepted.prefix, accepted.suffix, _finished(result, self.rule_for(accepted)))
 
     def widen(self, state: CursorState) -> None:
         """Prepare the wide keystroke window for the job's own cursor state. Droppable; asked
@@ -157,3 +163,8 @@ class FollowUps:
             log.warning("background job failed: %s", exc)
             return None
         return None if result.cancelled else result
+
+
+def _finished(result: Completion, rule: Confidence | None) -> Suggestion:
+    """A background job's suggestion, shown by the rule of its place."""
+    return Suggestion(text=result.text, done=True, marks=result.marks, rule=rule)

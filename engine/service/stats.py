@@ -45,7 +45,7 @@ class RequestStats:
     suffix_cut: bool  # the prompt held less suffix than a full prompt (a CPU keystroke)
     model: str | None
     reason: str = ""  # why no model work ran (source "none"): the rule that stopped it
-    # The model's stop reason (eog, a stop rule, max_tokens, unsure: the confidence cut).
+    # The model's stop reason (eog, a stop rule such as newline, max_tokens, cancelled).
     stop_reason: str = ""
     draft_ms: float = 0.0  # a draft model's own suggestion, before the target checked it
     draft_tokens: int = 0  # tokens the draft proposed, and those the target kept

@@ -5,6 +5,12 @@ the text around the cursor it was made for. When the user types characters that 
 of a suggestion, the new cursor state is answered from it at once, with no model work: the key
 of each earlier state (the new prefix minus its last i characters) is looked up, and the
 characters in between must equal the suggestion's start.
+
+A suggestion holds all the text the model generated; what of it is shown is decided where the
+user stands (`Suggestion.shown`): from there, the confidence rule (engine/text/confidence.py)
+keeps the tokens the model was sure of and ends before the first it was not. A user who types
+past that token meets the sure text after it at once, from the same suggestion: the cut costs
+neither a new request nor the words after it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from dataclasses import dataclass, field
 
 import xxhash
 from cachetools import LRUCache
+
+from ghostfim.engine.backend import Mark
+from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
 
 PREFIX_KEY_CHARS = 384  # text before the cursor that identifies a state
 SUFFIX_KEY_CHARS = 128  # text after the cursor
@@ -25,17 +34,67 @@ def context_key(prefix_tail: str, suffix_head: str) -> int:
     return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass"))
 
 
+def visible(text: str) -> str:
+    """What of a partial suggestion is worth showing: no trailing whitespace."""
+    return text.rstrip()
+
+
+def shown_part(text: str, marks: tuple[Mark, ...], rule: Confidence | None, typed: str = "") -> str:
+    """What to show of `text` once `typed` (a start of it) has been typed: the rule judges
+    its tokens from there, one by one, as it did while they were generated, and the text
+    ends before the first that would not be worth reading (a token the user has typed the
+    start of counts as sure). Without a rule, or without the
+    model's probabilities (a remote server), all of it."""
+    start = len(typed)
+    if rule is None or not marks:
+        return visible(text[start:])
+    cut = ConfidenceCut(rule)
+    shown, at, begun = "", start, 0
+    for end, prob in marks:
+        if end <= start:
+            begun = end
+            continue
+        piece = text[at:end]
+        if begun < start:
+            # The user typed the start of this token: what they typed says it is the one
+            # (a user at `startsw` has all but confirmed `startswith`).
+            prob, begun = 1.0, end
+        verdict = cut.judge(shown, piece, prob)
+        if verdict == "drop":
+            return ""
+        if verdict == "cut":
+            break
+        shown, at = shown + piece, end
+    return visible(cut.final(shown))
+
+
 @dataclass
 class Suggestion:
-    """A suggestion for one cursor state; `text` grows while the model generates it."""
+    """A suggestion for one cursor state; `text` grows while the model generates it, and
+    `marks` with it (where each token ends, and how sure the model was of it)."""
 
     text: str = ""
     done: bool = False
     cancelled: bool = False
+    marks: tuple[Mark, ...] = ()
+    rule: Confidence | None = None  # what is worth showing of it (None: all)
     listeners: list[Callable[[Suggestion], None]] = field(default_factory=list)
 
-    def update(self, text: str, *, done: bool = False, cancelled: bool = False) -> None:
+    def shown(self, typed: str = "") -> str:
+        """What is shown once `typed`, a start of the text, has been typed into it."""
+        return shown_part(self.text, self.marks, self.rule, typed)
+
+    def update(
+        self,
+        text: str,
+        marks: tuple[Mark, ...] | None = None,
+        *,
+        done: bool = False,
+        cancelled: bool = False,
+    ) -> None:
         self.text = text
+        if marks is not None:
+            self.marks = marks
         self.cancelled = self.cancelled or cancelled
         self.done = self.done or done or cancelled  # a cancelled suggestion will not grow
         for listener in list(self.listeners):

@@ -1,4 +1,4 @@
-"""Where the model stops being sure: the rule that cuts a suggestion while it is generated.
+"""Where the model stops being sure: the rule that decides how much of a suggestion to show.
 
 The model's probability of each token it picks is nearly free in a greedy loop (the logits are
 there already). The rule weighs what a suggestion is worth to a user who reads it: if it is
@@ -10,13 +10,15 @@ So the value of showing the first k tokens is
 
     V(k) = P(k) * (chars(k) - 1) - refusal_cost * (1 - P(k))
 
-A suggestion grows while its value does; at the first token that would lower it, it ends there,
-on that token boundary, and the rest is never generated (model time saved, as well as text
-nobody reads). While no prefix is worth showing (V <= 0) nothing is shown, and a suggestion
-that never gets there is dropped whole. The first word has a floor of its own: when the model
-gives the whole first word less than `first_word_min_prob`, the suggestion is dropped (a wrong
-first word is a suggestion that even a user who takes single words refuses). An explicit
-request (the user asked) is not dropped: it keeps at least its first word, and is cut after it.
+What is shown grows while its value does; at the first token that would lower it, it ends
+there, on that token boundary. The rest is still generated and kept: the rule is applied again
+from wherever the user has typed to (engine/service/suggestions.py), so a user who types past
+the unsure token sees the sure text after it at once, with no new request. While no prefix is
+worth showing (V <= 0) nothing is shown. The first word has a floor of its own: when the model
+gives the whole first word less than `first_word_min_prob`, nothing of it is shown from there
+(a wrong first word is a suggestion that even a user who takes single words refuses). With
+`drop_unsure_start` off (an explicit request: the user asked) it is never dropped: it keeps at
+least its first word.
 
 A word is what an editor's accept-word key takes: leading whitespace, then a run of word
 characters or a run of other non-space characters (`sqrt`, `(`, `.append`, `))`). The two

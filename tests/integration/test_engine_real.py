@@ -144,7 +144,7 @@ def test_cancel_stops_decoding_within_one_step(
     seen = threading.Event()
     steps_at_cancel: list[int] = []
 
-    def on_text(text: str) -> None:
+    def on_text(text: str, marks: tuple[tuple[int, float], ...]) -> None:
         if len(text) > 20 and not seen.is_set():
             steps_at_cancel.append(small_session.decode_steps)
             cancel.cancel()
@@ -167,3 +167,25 @@ def test_long_tokens_detokenize_exactly(small_session: ModelSession) -> None:
     pieces = [small_session.model.token_piece(t) for t in tokens]
     assert max(len(p) for p in pieces) > 32, "the text should hold a token longer than 32 bytes"
     assert b"".join(pieces).decode() == text
+
+
+def test_the_whole_suggestion_is_generated_and_only_its_sure_start_shown(
+    small_session: ModelSession,
+) -> None:
+    """The issue's own example: at `if f.` the model is sure of `startswith` and not of what
+    follows. All of it is generated and kept (a user who types on meets it with no request);
+    what shows ends before the unsure part, and after the user types into it, the rule judges
+    again from there."""
+    from ghostfim.engine.service.filter import ConfidenceFilter
+    from ghostfim.engine.service.suggestions import shown_part
+    from ghostfim.engine.text.place import place_of
+
+    prefix, suffix = "fields = [f for f in field_list if f.", "]\n"
+    rule = ConfidenceFilter().confidence_for(place_of("python", prefix, suffix), explicit=False)
+    c = small_session.complete(CompletionRequest(prefix, suffix, mode="keystroke", max_tokens=24))
+    ends = [end for end, _ in c.marks]
+    assert ends == sorted(set(ends)) and ends[-1] == len(c.text)  # the marks fit the text
+    shown = shown_part(c.text, c.marks, rule)
+    assert shown and len(shown) < len(c.text) and c.text.startswith(shown), (shown, c.text)
+    typed = c.text[: len(shown) + 2]  # into the unsure part
+    assert c.text[len(typed) :].startswith(shown_part(c.text, c.marks, rule, typed))

@@ -234,7 +234,7 @@ class CancelAfter:
     cancel: CancelToken = field(default_factory=CancelToken)
     seen: list[str] = field(default_factory=list)
 
-    def __call__(self, text: str) -> None:
+    def __call__(self, text: str, marks: tuple[tuple[int, float], ...]) -> None:
         self.seen.append(text)
         if len(self.seen) == self.n:
             self.cancel.cancel()

@@ -56,6 +56,8 @@ class FakeBackend:
     narrow: bool = False  # keystroke prompts report the narrow window (asks for widen)
     prefill_ms_per_token: float | None = None  # what expected_prefill_ms reports
     prompt_room: int | None = None  # clamp budgets as a KV slot of this many tokens would
+    # The model's probability of each piece (None: not known, as for a remote server).
+    piece_prob: Callable[[str], float] | None = None
     name: str = "fake"
     log: list[str] | None = None  # "open <name>" / "close <name>", in order
     requests: list[CompletionRequest] = field(default_factory=list)
@@ -92,18 +94,31 @@ class FakeBackend:
         if request.max_tokens <= 0:
             return finish(request, ctx, "", "prefill_only", timings, **flags)
         text, raw = self.script(request), ""
+        ends: list[int] = []
+        probs: list[float] = []
+
+        def end(reason: str) -> Completion:
+            return finish(
+                request, ctx, raw, reason, timings, token_probs=tuple(probs),
+                token_ends=tuple(ends), **flags,
+            )  # fmt: skip
+
         while raw != text:
             if cancel.cancelled:
-                return finish(request, ctx, raw, "cancelled", timings, **flags)
-            raw = text[: len(raw) + self.piece_chars]
+                return end("cancelled")
+            piece = text[len(raw) : len(raw) + self.piece_chars]
+            raw += piece
+            if self.piece_prob is not None:
+                ends.append(len(raw))
+                probs.append(self.piece_prob(piece))
             self.decode_steps += 1
             timings.decode_tokens += 1
             if on_text is not None:
-                on_text(raw)
+                on_text(raw, tuple(zip(ends, probs, strict=True)))
             if not _sleep(self.piece_s, cancel):
-                return finish(request, ctx, raw, "cancelled", timings, **flags)
+                return end("cancelled")
         del policy  # the script is the suggestion: no stop rule cuts it
-        return finish(request, ctx, raw, "eog", timings, **flags)
+        return end("eog")
 
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
         if self.prefill_ms_per_token is None:

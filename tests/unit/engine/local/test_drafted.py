@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ghostfim.engine.backend import CompletionRequest
-from ghostfim.engine.local.drafted import DraftedSession, VocabularyMismatch
+from ghostfim.engine.local.drafted import DraftedSession, DraftLength, VocabularyMismatch
 from ghostfim.engine.local.loading import open_model_file
 from ghostfim.engine.local.session import ModelSession
 from tests.support.gguf_factory import make_tiny_gguf
@@ -70,3 +70,30 @@ def test_a_draft_with_another_tokenizer_is_refused(models: dict[str, Path]) -> N
     finally:
         target.close()
         draft.close()
+
+
+def test_the_draft_proposes_more_while_kept_and_fewer_when_not() -> None:
+    length = DraftLength(start=8, least=2, most=64)
+    assert length.next(max_tokens=64) == 8
+    length.observed(8, 8)
+    assert length.next(64) == 16  # all kept: twice as many
+    assert length.next(5) == 5  # never past the request's own limit
+    for _ in range(6):
+        length.observed(length.next(64), 1)  # the target parts after its own first token
+    assert length.next(64) == 2  # down to the floor: a draft that disagrees costs little
+    for _ in range(2):
+        length.observed(length.next(64), length.next(64))
+    assert length.next(64) >= 8  # and back up when it agrees again
+    before = length.next(64)
+    length.observed(0, 0)  # nothing proposed (a prefill-only request): nothing learnt
+    assert length.next(64) == before
+
+
+def test_a_disagreeing_draft_is_asked_for_fewer_tokens(models: dict[str, Path]) -> None:
+    both = DraftedSession(session(models["target"]), session(models["other"]))
+    try:
+        for request in requests():
+            both.complete(request)
+        assert both.length.next(16) < 8  # other weights: it hardly ever agrees
+    finally:
+        both.close()

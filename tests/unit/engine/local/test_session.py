@@ -153,7 +153,7 @@ def test_streamed_text_grows_to_the_raw_text(tiny_session: ModelSession) -> None
     seen: list[str] = []
     c = tiny_session.complete(
         CompletionRequest(prefix="q = ", suffix="", max_tokens=6, multiline="always"),
-        on_text=seen.append,
+        on_text=lambda text, _: seen.append(text),
     )
     assert all(b.startswith(a) for a, b in itertools.pairwise(seen))
     if seen:

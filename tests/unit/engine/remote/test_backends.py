@@ -98,7 +98,7 @@ def test_openai_sends_a_fim_prompt_and_streams_the_suggestion() -> None:
             assert backend.info.device == f"remote ({server.url})"
             assert backend.info.family == "qwen"
             seen: list[str] = []
-            completion = backend.complete(request(), on_text=seen.append)
+            completion = backend.complete(request(), on_text=lambda t, _: seen.append(t))
         finally:
             backend.close()
     assert completion.text == "rt(variance(values))"
@@ -185,7 +185,7 @@ def test_cancel_mid_stream_drops_the_connection(kind: str) -> None:
         backend = backend_for(server, model="qwen2.5-coder:1.5b")
         cancel = CancelToken()
 
-        def on_text(text: str) -> None:
+        def on_text(text: str, marks: tuple[tuple[int, float], ...]) -> None:
             if len(text) == 3:
                 cancel.cancel()
 

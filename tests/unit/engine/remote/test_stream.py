@@ -31,7 +31,7 @@ from ghostfim.engine.text.finish import stop_policy
 def run(multiline: str = "auto", max_tokens: int = 64, seen: list[str] | None = None) -> StreamRun:
     request = CompletionRequest(prefix="x = f(", suffix=")\n", multiline=multiline)  # type: ignore[arg-type]
     _, policy = stop_policy(request)
-    on_text = None if seen is None else seen.append
+    on_text = None if seen is None else (lambda text, _: seen.append(text))
     return StreamRun(policy, on_text, RemoteTimings(), 0.0, max_tokens)
 
 

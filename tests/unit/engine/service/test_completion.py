@@ -86,6 +86,42 @@ async def test_typed_through_answers_are_cache_rows_with_no_model_work(cleanup: 
     )
 
 
+# --- what is shown: the confidence rule where the user stands -----------------------------------
+async def test_ghost_text_ends_where_the_model_is_unsure_and_typing_past_it_shows_the_rest(
+    cleanup: list,
+) -> None:
+    """The whole suggestion is generated and kept; what shows ends before the unsure piece.
+    Typing past it shows the sure text after it from the same suggestion: no model work."""
+    text = "for f in fields if f.compare]"  # pieces: "for ", "f in", " fie", "lds ", "if f", ...
+    backend = FakeBackend(
+        script=lambda r: text, piece_chars=4, piece_prob=lambda p: 0.001 if p == "if f" else 0.99
+    )
+    service, events = await serving(backend)
+    cleanup.append(service)
+    doc = "def match(fields):\n    return [f "
+    first = await service.complete(cursor(doc))
+    await settle(service)
+    assert first.source == "model" and text.startswith(first.text)
+    assert events.ghost[-1][1:] == ("for f in fields", True)  # not the unsure "if f..."
+    asked = backend.model_requests()
+    typed = "for f in fields if f"
+    answer = await service.complete(cursor(doc + typed, version=2))
+    assert (answer.source, answer.text) == ("cache", ".compare]")
+    assert backend.model_requests() == asked
+
+
+async def test_with_the_filter_off_the_whole_suggestion_shows(cleanup: list) -> None:
+    text = "for f in fields if f.compare]"
+    backend = FakeBackend(
+        script=lambda r: text, piece_chars=4, piece_prob=lambda p: 0.001 if p == "if f" else 0.99
+    )
+    service, events = await serving(backend, replace(FIXED_DEBOUNCE, filter="off"))
+    cleanup.append(service)
+    await service.complete(cursor("def match(fields):\n    return [f "))
+    await settle(service)
+    assert events.ghost[-1][1:] == (text, True)
+
+
 # --- supersession and streaming ----------------------------------------------------------------
 async def test_a_newer_request_supersedes_and_cancels_the_older(cleanup: list) -> None:
     backend = FakeBackend(script=lambda r: "x" * 40, piece_chars=1, prefill_s=0.3)

@@ -9,6 +9,7 @@ from ghostfim.engine.service.suggestions import (
     SuggestionCache,
     context_key,
 )
+from ghostfim.engine.text.confidence import Confidence
 
 
 def remaining(hit: object) -> str:
@@ -73,3 +74,53 @@ def test_typed_through_is_bounded_and_keys_are_windows() -> None:
     assert len(cache) == 1
     cache.clear()
     assert len(cache) == 0
+
+
+# --- what is shown of a suggestion, from where the user stands ---------------------------------
+RULE = Confidence(refusal_cost=4.0, sharpness=0.35)
+TOKENS = [("for", 0.99), (" f", 0.95), (" in", 0.99), (" fields", 0.9), (" if", 0.001)]
+TOKENS += [(" f", 0.95), (".compare", 0.9), ("]", 0.95)]
+
+
+def suggestion_of(tokens: list[tuple[str, float]], rule: Confidence | None = RULE) -> Suggestion:
+    text, marks = "", []
+    for piece, prob in tokens:
+        text += piece
+        marks.append((len(text), prob))
+    return Suggestion(text=text, done=True, marks=tuple(marks), rule=rule)
+
+
+def test_what_is_shown_ends_before_the_first_unsure_token() -> None:
+    s = suggestion_of(TOKENS)
+    assert s.text == "for f in fields if f.compare]"
+    assert s.shown() == "for f in fields"
+    assert s.shown("for f") == " in fields"  # judged again from where the user stands
+
+
+def test_typing_past_the_unsure_token_shows_the_sure_text_after_it() -> None:
+    s = suggestion_of(TOKENS)
+    assert s.shown("for f in fields") == ""  # the unsure word itself: not worth reading
+    assert s.shown("for f in fields if") == " f.compare]"
+    assert s.shown("for f in fie") == "lds"  # inside a token: the rest of it
+    # Typing the start of the unsure token confirms it: its rest and the sure text after it.
+    assert s.shown("for f in fields i") == "f f.compare]"
+
+
+def test_without_a_rule_or_the_models_probabilities_all_of_it_is_shown() -> None:
+    assert suggestion_of(TOKENS, rule=None).shown() == "for f in fields if f.compare]"
+    remote = Suggestion(text="for f in fields if f.compare]  ", rule=RULE)  # no marks
+    assert remote.shown("for ") == "f in fields if f.compare]"
+
+
+def test_a_suggestion_never_worth_showing_shows_nothing_from_its_start() -> None:
+    s = suggestion_of([("x", 0.1), (")", 0.1), (" + y", 0.99)])
+    assert s.shown() == ""
+    assert s.shown("x)") == " + y"  # once the unsure part is typed, the sure rest shows
+
+
+def test_a_streaming_suggestion_shows_what_is_worth_showing_so_far() -> None:
+    s = Suggestion(rule=RULE)
+    s.update("for", ((3, 0.99),))
+    assert s.shown() == "for"
+    s.update("for f in fields if", ((3, 0.99), (5, 0.95), (8, 0.99), (15, 0.9), (18, 0.05)))
+    assert s.shown() == "for f in fields"  # and it stays so as the rest streams

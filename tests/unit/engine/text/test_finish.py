@@ -4,7 +4,7 @@ the request, the cleaned suggestion, and what the Completion tells the service).
 from __future__ import annotations
 
 from ghostfim.engine.backend import CompletionRequest
-from ghostfim.engine.text.finish import finish, stop_policy
+from ghostfim.engine.text.finish import finish, marks_in, stop_policy
 from ghostfim.engine.timings import Timings
 
 
@@ -35,3 +35,25 @@ def test_a_cancel_and_switched_off_rules() -> None:
     raw = finish(request, ctx, "a, b)  \n\n", "eog", Timings())
     assert raw.text == "a, b)"  # only well formed: the blank end goes, the bracket stays
     assert finish(request, ctx, "", "prefill_only", Timings()).text == ""
+
+
+def test_the_tokens_marks_move_to_the_cleaned_text() -> None:
+    """The clean-up drops the overlap with the text after the cursor: the marks follow, and
+    the token it cut ends where the suggestion does."""
+    request = CompletionRequest(prefix="x = foo(", suffix=")\n", mode="keystroke")
+    ctx, _ = stop_policy(request)
+    c = finish(
+        request, ctx, "a, b)", "eog", Timings(), token_probs=(0.9, 0.8, 0.7),
+        token_ends=(1, 4, 5),
+    )  # fmt: skip
+    assert c.text == "a, b" and c.marks == ((1, 0.9), (4, 0.8))
+
+
+def test_marks_of_indentation_already_typed_go() -> None:
+    assert marks_in("return x", "    return x", ((4, 0.5), (10, 0.9), (12, 0.8))) == (
+        (6, 0.9),
+        (8, 0.8),
+    )
+    assert marks_in("", "abc", ((3, 0.9),)) == ()
+    # A clean-up that rewrote the text: one mark for all of it, as sure as all its tokens.
+    assert marks_in("xyz", "abc", ((1, 0.5), (3, 0.5))) == ((3, 0.25),)
