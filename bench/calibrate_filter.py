@@ -2,6 +2,7 @@
 
     python -m bench.calibrate_filter collect [--model small] [--out docs/filter-calibration.jsonl]
     python -m bench.calibrate_filter choose [docs/filter-calibration.jsonl]
+    python -m bench.calibrate_filter places [docs/filter-calibration.jsonl]
 
 `collect` types lines of real files (bench/traces.py, other lines than the replay's: another
 seed and more files) into the real model in one process, keystroke by keystroke, with the KV
@@ -268,6 +269,25 @@ def report(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def by_place(rows: Sequence[dict[str, Any]], rule: Rule) -> str:
+    """A Markdown table: per kind of place, what `off` and `rule` show and a Tab user takes."""
+    places: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        places.setdefault(str(row.get("place", "?")), []).append(row)
+    lines = [
+        "| place (position, after) | read states | off: Tab accepts / refused "
+        "| rule: shown / Tab accepts / refused |",
+        "|---|---|---|---|",
+    ]
+    for place, group in sorted(places.items(), key=lambda kv: -len(kv[1])):
+        o, r = evaluate(group, OFF), evaluate(group, rule)
+        lines.append(
+            f"| {place} | {len(group)} | {o.tab_accepts} / {o.tab_refused} "
+            f"| {r.shown} / {r.tab_accepts} / {r.tab_refused} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.calibrate_filter")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -277,11 +297,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--lines", type=int, default=8, help="lines typed per file")
     ch = sub.add_parser("choose")
     ch.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
+    pl = sub.add_parser("places", help="the chosen rule's outcome by kind of place")
+    pl.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
     args = parser.parse_args(argv)
     if args.command == "collect":
         collect(args.model, args.out, args.lines)
         return 0
     rows = load(args.dataset)
+    if args.command == "places":
+        print(by_place(rows, choose(rows).rule or OFF))
+        return 0
     print(report(rows))
     print(json.dumps(choose(rows).as_dict()))
     return 0

@@ -2,10 +2,11 @@
 
 Setting `filter`:
 - "off": every suggestion as the model wrote it (the behaviour before the filter existed).
-- "fixed": each suggestion grows only while it is worth reading and ends where the model stops
-  being sure (engine/text/confidence.py), with the calibrated numbers CALIBRATED; a
-  suggestion never worth showing is not shown; a next line offered at the end of a line is
-  dropped.
+- "fixed": what is shown of each suggestion grows only while it is worth reading and ends
+  where the model stops being sure (engine/text/confidence.py), with the calibrated numbers
+  CALIBRATED, judged again from wherever the user has typed to (the rest is generated and
+  kept: engine/service/suggestions.py); a suggestion never worth showing is not shown; a next
+  line offered at the end of a line is not shown.
 - "adaptive" (the default): as "fixed", but the cost of a refusal at each kind of place
   (language × where the cursor is, engine/text/place.py) moves with this user's own accepts
   and refusals there: many refusals raise it (the place shows less, and shorter), accepts lower

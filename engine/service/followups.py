@@ -24,7 +24,12 @@ from ghostfim.engine.backend import Completion, CompletionRequest
 from ghostfim.engine.service.acceptance import AcceptanceLog
 from ghostfim.engine.service.documents import CursorState, DocumentRecord, GhostTarget
 from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority, Serving
-from ghostfim.engine.service.suggestions import Suggestion, SuggestionCache
+from ghostfim.engine.service.suggestions import (
+    Suggestion,
+    SuggestionCache,
+    shown_part,
+    visible,
+)
 from ghostfim.engine.text.confidence import Confidence
 
 log = logging.getLogger("ghostfim.followups")
@@ -87,10 +92,17 @@ class FollowUps:
                 return  # the user typed on: nothing of this is wanted
             if refresh:
                 self._spawn(self._refresh(state, record, number))
-            elif completion.text:
+            elif completion.text and self._shown_whole(state, completion, explicit):
                 self._spawn(self._prefetch(state, record, completion.text, number))
 
         asyncio.get_running_loop().call_later(PAUSE_REFRESH_S if refresh else 0.0, at_pause)
+
+    def _shown_whole(self, state: CursorState, completion: Completion, explicit: bool) -> bool:
+        """The whole suggestion is on screen, so a Tab may take all of it: only then is the
+        state after it worth preparing. Of one the filter showed a part of, a Tab takes that
+        part, and the rest of the suggestion itself serves what comes next."""
+        rule = None if explicit else self.rule_for(state)
+        return shown_part(completion.text, completion.marks, rule) == visible(completion.text)
 
     async def _refresh(self, state: CursorState, record: DocumentRecord, number: int) -> None:
         request = self.request_for(state, "full", None)
@@ -105,7 +117,7 @@ class FollowUps:
             shown = suggestion.shown()
             self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, shown)
             self.events.ghost_text(state, shown, True)
-        if result.text:
+        if result.text and self._shown_whole(state, result, explicit=False):
             await self._prefetch(state, record, result.text, number)
 
     async def _prefetch(

@@ -95,6 +95,29 @@ async def test_the_continuation_is_prefetched_as_if_accepted(cleanup: list) -> N
     assert hit is not None and hit.suggestion.text == "width * height"  # its own answer
 
 
+async def test_no_continuation_is_prefetched_after_a_suggestion_shown_in_part(
+    cleanup: list,
+) -> None:
+    """The filter showed only the sure start: a Tab takes that, and the rest of the suggestion
+    itself serves the state after it; the state after all of it is not worth any model work."""
+    unsure = FakeBackend(
+        script=lambda r: "for f in fields if f.compare]",
+        piece_prob=lambda piece: 0.001 if piece == "if f" else 0.99,
+    )
+    service, events = await serving(unsure)
+    cleanup.append(service)
+    await service.complete(cursor("def match(fields):\n    return [f "))
+    await settle(service)
+    assert events.ghost[-1][1] == "for f in fields"  # shown in part
+    assert not [r for r in unsure.requests if r.background and r.max_tokens > 0]
+    sure = FakeBackend(script=lambda r: "width * height", piece_prob=lambda piece: 0.99)
+    service, _ = await serving(sure)
+    cleanup.append(service)
+    await service.complete(cursor(DOC))
+    await settle(service)
+    assert [r for r in sure.requests if r.background and r.max_tokens > 0]  # shown whole
+
+
 async def test_a_keystroke_drops_background_work(cleanup: list) -> None:
     backend = FakeBackend(script=lambda r: "width * height", prefill_s=0.5)
     service, _ = await serving(backend)
