@@ -309,6 +309,8 @@ class CompletionService:
                 return Answer("", "none", "superseded")
             if not suggestion.text.startswith(typed) or len(suggestion.text) <= len(typed):
                 return None
+        if suggestion.hides_from(typed):
+            return None
         record.ghost = GhostTarget(suggestion, state, typed)
         remaining = suggestion.shown(typed)
         self._publish_stats(state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)

@@ -42,30 +42,40 @@ def visible(text: str) -> str:
 def shown_part(text: str, marks: tuple[Mark, ...], rule: Confidence | None, typed: str = "") -> str:
     """What to show of `text` once `typed` (a start of it) has been typed: the rule judges
     its tokens from there, one by one, as it did while they were generated, and the text
-    ends before the first that would not be worth reading (a token the user has typed the
-    start of counts as sure). Without a rule, or without the
-    model's probabilities (a remote server), all of it."""
+    ends before the first that would not be worth reading. The tokens that were on screen
+    from the suggestion's own start count as sure: the user typing into ghost text they
+    read sees the rest of it stay. Without a rule, or without the model's probabilities (a
+    remote server), all of it."""
     start = len(typed)
     if rule is None or not marks:
         return visible(text[start:])
+    seen = _judged_end(text, marks, rule, 0) if start else 0
+    return visible(text[start : _judged_end(text, marks, rule, start, seen)])
+
+
+def _judged_end(
+    text: str, marks: tuple[Mark, ...], rule: Confidence, start: int, seen: int = 0
+) -> int:
+    """Where what is shown from `start` ends (`start`: nothing); tokens ending by `seen`
+    count as sure."""
     cut = ConfidenceCut(rule)
-    shown, at, begun = "", start, 0
+    shown, at = "", start
     for end, prob in marks:
         if end <= start:
-            begun = end
             continue
-        piece = text[at:end]
-        if begun < start:
-            # The user typed the start of this token: what they typed says it is the one
-            # (a user at `startsw` has all but confirmed `startswith`).
-            prob, begun = 1.0, end
-        verdict = cut.judge(shown, piece, prob)
+        verdict = cut.judge(shown, text[at:end], 1.0 if end <= seen else prob)
         if verdict == "drop":
-            return ""
+            return start
         if verdict == "cut":
             break
-        shown, at = shown + piece, end
-    return visible(cut.final(shown))
+        shown, at = shown + text[at:end], end
+    return at if cut.final(shown) else start
+
+
+def inside_token(marks: tuple[Mark, ...], typed: str) -> bool:
+    """`typed` ends within a token of the suggestion, not on a boundary between two."""
+    n = len(typed)
+    return bool(marks) and n > 0 and all(end != n for end, _ in marks) and n < marks[-1][0]
 
 
 @dataclass
@@ -83,6 +93,12 @@ class Suggestion:
     def shown(self, typed: str = "") -> str:
         """What is shown once `typed`, a start of the text, has been typed into it."""
         return shown_part(self.text, self.marks, self.rule, typed)
+
+    def hides_from(self, typed: str) -> bool:
+        """Nothing of it is worth showing from `typed` on, where the user stopped inside one
+        of its tokens: the model asked afresh there (with the typed part of the token healed
+        into the prompt) may well write something else, so the cache does not answer."""
+        return self.done and not self.shown(typed) and inside_token(self.marks, typed)
 
     def update(
         self,
