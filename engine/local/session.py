@@ -415,12 +415,9 @@ class ModelSession:
             except native.DecodeAborted:
                 return "", generated, "cancelled"
 
-        def end(text: str, reason: str) -> tuple[str, int, str]:
-            return text, generated, reason
-
         while True:
             if token in stop_ids or self.model.is_eog(token):
-                return end(text, "eog")
+                return text, generated, "eog"
             piece_bytes = self.model.token_piece(token)
             if heal:
                 done = min(len(heal), len(piece_bytes))
@@ -433,24 +430,25 @@ class ModelSession:
             ids.append(token)
             decision = policy.check(text)
             if decision.stop:
-                return end(text[: decision.keep] if decision.keep >= 0 else text, decision.reason)
+                kept = text[: decision.keep] if decision.keep >= 0 else text
+                return kept, generated, decision.reason
             if on_text is not None:
                 on_text(text, tuple(zip(ends, probs, strict=True)))
             if generated >= max_tokens:
-                return end(text, "max_tokens")
+                return text, generated, "max_tokens"
             if cancel.cancelled:
-                return end(text, "cancelled")
+                return text, generated, "cancelled"
             if checked.active:
                 token, prob = checked.next(self.slots)  # decoded already, with the proposal
                 continue
             length = self.slots.length(slot)
             if not self.slots.fits(length + 1):
-                return end(text, "context_full")
+                return text, generated, "context_full"
             try:
                 token, prob = self.decode_one_token(slot, token, heal)
             except native.DecodeAborted:
                 self.model.kv_remove_from(length, slot)
-                return end(text, "cancelled")
+                return text, generated, "cancelled"
 
     def _check(self, slot: int, checked: Checked, heal: bytes) -> None:
         """Decode the proposal after the prompt in one batch, with the logits of every
