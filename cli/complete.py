@@ -59,8 +59,8 @@ class StdoutSink:
         self.arrived = asyncio.Event()
         self.problems: list[str] = []
 
-    def ghost_text(self, state: CursorState, text: str, done: bool) -> None:
-        del state, text, done  # each step prints its final suggestion instead
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None:
+        del state, text, done, item_id  # each step prints its final suggestion instead
 
     def stats(self, stats: RequestStats) -> None:
         self.by_version[stats.version] = stats

@@ -39,6 +39,13 @@ log = logging.getLogger("ghostfim.server")
 # through workspace/executeCommand after a full accept; our clients also report an item shown
 # and a part of it taken, in the shapes GitHub Copilot's language server uses.
 ACCEPTED_COMMAND = "ghostfim.accepted"
+
+
+def accept_command(item_id: str) -> types.Command:
+    """What every item carries: an editor runs it after a full accept (docs/protocol.md)."""
+    return types.Command(title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[item_id])
+
+
 DID_SHOW = "textDocument/didShowCompletion"
 DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
 DID_DISMISS = "ghostfim/didDismissCompletion"
@@ -71,18 +78,23 @@ class LspEvents:
         self.server = server
         self._progress_token: str | None = None
 
-    def ghost_text(self, state: CursorState, text: str, done: bool) -> None:
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None:
         pos = state.position
-        self.server.protocol.notify(
-            "ghostfim/ghostText",
-            {
-                "uri": state.doc_id,
-                "version": state.version,
-                "position": {"line": pos.line, "character": pos.character},
-                "insertText": text,
-                "done": done,
-            },
-        )
+        params: dict[str, Any] = {
+            "uri": state.doc_id,
+            "version": state.version,
+            "position": {"line": pos.line, "character": pos.character},
+            "insertText": text,
+            "done": done,
+        }
+        if item_id:  # the item the text shows: an editor showing it runs this on accept
+            command = accept_command(item_id)
+            params["command"] = {
+                "title": command.title,
+                "command": command.command,
+                "arguments": command.arguments,
+            }
+        self.server.protocol.notify("ghostfim/ghostText", params)
 
     def stats(self, stats: RequestStats) -> None:
         self.server.protocol.notify("ghostfim/stats", stats_json(stats))
@@ -261,15 +273,12 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
             return types.InlineCompletionList(items=[])
         # The range is the position the request was made at: a client that shows the item
         # after more typing replaces what was typed since (no doubled text on accept).
-        accepted = types.Command(
-            title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[answer.item_id]
-        )
         return types.InlineCompletionList(
             items=[
                 types.InlineCompletionItem(
                     insert_text=answer.text,
                     range=types.Range(start=pos, end=pos),
-                    command=accepted,
+                    command=accept_command(answer.item_id),
                 )
             ]
         )

@@ -66,7 +66,7 @@ __all__ = ["Answer", "CompletionService", "CursorState", "Events"]
 class Events(Protocol):
     """What the service tells its editor integration."""
 
-    def ghost_text(self, state: CursorState, text: str, done: bool) -> None: ...
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None: ...
     def stats(self, stats: RequestStats) -> None: ...
     def status(self, status: ServiceStatus) -> None: ...
     def progress(self, message: str, percentage: int | None, done: bool) -> None: ...
@@ -265,10 +265,10 @@ class CompletionService:
         answer = None
         if not explicit:
             self.debounce.keystroke(arrived)
-            answer = await self._typed_through(state, record)
+            answer = await self._typed_through(state, record, arrived)
         if answer is None:
             answer = await self._from_model(state, record, explicit, arrived)
-        return self._shown(state, answer, arrived, explicit)
+        return self._shown(answer, explicit)
 
     def _new_request(self, state: CursorState) -> DocumentRecord:
         """Number the request (newer ones supersede it) and note where the user is."""
@@ -284,7 +284,9 @@ class CompletionService:
         record.last_state = self._last_state = state
         return record
 
-    async def _typed_through(self, state: CursorState, record: DocumentRecord) -> Answer | None:
+    async def _typed_through(
+        self, state: CursorState, record: DocumentRecord, arrived: float
+    ) -> Answer | None:
         """Step 1: the answer from a suggestion the typed characters match, if any."""
         hit = self.cache.lookup(state.prefix, state.suffix)
         if hit is None:
@@ -311,10 +313,10 @@ class CompletionService:
                 return None
         if suggestion.hides_from(typed):
             return None
-        record.ghost = GhostTarget(suggestion, state, typed)
+        target = record.ghost = GhostTarget(suggestion, state, typed, asked_at=arrived)
         remaining = suggestion.shown(typed)
         self._publish_stats(state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)
-        return Answer(remaining, "cache", suggestion=suggestion)
+        return Answer(remaining, "cache", suggestion=suggestion, target=target)
 
     async def _from_model(
         self, state: CursorState, record: DocumentRecord, explicit: bool, arrived: float
@@ -440,12 +442,13 @@ class CompletionService:
                 and s.text.startswith(target.typed)
             ):
                 shown = s.shown(target.typed)
+                item_id = target.item(self.acceptance, shown, explicit=explicit)
                 self.acceptance.grown(target.state.doc_id, s, shown)
-                self.events.ghost_text(target.state, shown, s.done)
+                self.events.ghost_text(target.state, shown, s.done, item_id)
 
         suggestion.listeners.append(on_update)
         self.cache.put(state.prefix, state.suffix, suggestion)
-        record.ghost = GhostTarget(suggestion, state)
+        first_target = record.ghost = GhostTarget(suggestion, state, asked_at=arrived)
         job = self.worker.submit_completion(
             self.host,
             request,
@@ -477,10 +480,10 @@ class CompletionService:
             if result.cancelled:
                 return Answer("", "none", "cancelled")
             shown = shown_part(result.text, result.marks, rule)
-            return Answer(shown, "model", suggestion=suggestion)
+            return Answer(shown, "model", suggestion=suggestion, target=first_target)
         if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):
             return Answer("", "none", "cancelled")
-        return Answer(suggestion.shown(), "model", suggestion=suggestion)
+        return Answer(suggestion.shown(), "model", suggestion=suggestion, target=first_target)
 
     def _rule_for(self, state: CursorState, explicit: bool = False) -> Confidence | None:
         """What is worth showing of a suggestion for this state (engine/service/filter.py)."""
@@ -541,19 +544,10 @@ class CompletionService:
             self.latency.total.append(total_ms)
         self.followups.after_job(state, record, completion, explicit)
 
-    def _shown(self, state: CursorState, answer: Answer, arrived: float, explicit: bool) -> Answer:
+    def _shown(self, answer: Answer, explicit: bool) -> Answer:
         """A non-empty answer is an item on screen: it gets the id its accept will name."""
-        if not answer.text or answer.suggestion is None:
-            return answer
-        answer.item_id = self.acceptance.show(
-            state.doc_id,
-            answer.text,
-            place_of(state.language, state.prefix, state.suffix),
-            now=time.monotonic(),
-            ttgt_ms=(time.perf_counter() - arrived) * 1000,
-            explicit=explicit,
-            origin=answer.suggestion,
-        )
+        if answer.text and answer.target is not None:
+            answer.item_id = answer.target.item(self.acceptance, answer.text, explicit=explicit)
         return answer
 
     # --- context from other files (engine/context/feed.py) -------------------------------------

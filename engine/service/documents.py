@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ghostfim.engine.service.acceptance import AcceptanceLog
 from ghostfim.engine.service.suggestions import Suggestion
+from ghostfim.engine.text.place import place_of
 
 PREFIX_WINDOW_CHARS = 64_000  # text before the cursor handed to the prompt builder
 SUFFIX_WINDOW_CHARS = 16_000
@@ -41,6 +44,7 @@ class Answer:
     reason: str = ""
     item_id: str = ""  # the shown item's id, handed back by the editor on accept
     suggestion: Suggestion | None = field(default=None, repr=False)  # what it shows
+    target: GhostTarget | None = field(default=None, repr=False)  # where it shows
 
 
 @dataclass
@@ -55,11 +59,31 @@ class DocJob:
 @dataclass
 class GhostTarget:
     """The suggestion the editor shows for a document, the state it was asked at and what has
-    been typed into it since: `ghost_text` events stream its growth from there."""
+    been typed into it since: `ghost_text` events stream its growth from there. `item_id` is
+    the acceptance item it shows (engine/service/acceptance.py), made the first time it shows
+    text: by its answer, or by streamed growth when the request was cancelled before its answer
+    (the editor shows that growth too, and its accept must name an item)."""
 
     suggestion: Suggestion
     state: CursorState
     typed: str = ""
+    item_id: str = ""
+    asked_at: float = field(default_factory=time.perf_counter)  # the keystroke's request
+
+    def item(self, acceptance: AcceptanceLog, text: str, *, explicit: bool) -> str:
+        """The id of the item this target shows `text` as ("" while it shows nothing)."""
+        if not self.item_id and text:
+            state = self.state
+            self.item_id = acceptance.show(
+                state.doc_id,
+                text,
+                place_of(state.language, state.prefix, state.suffix),
+                now=time.monotonic(),
+                ttgt_ms=(time.perf_counter() - self.asked_at) * 1000,
+                explicit=explicit,
+                origin=self.suggestion,
+            )
+        return self.item_id
 
 
 @dataclass

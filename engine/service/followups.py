@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from ghostfim.engine.backend import Completion, CompletionRequest
 from ghostfim.engine.service.acceptance import AcceptanceLog
-from ghostfim.engine.service.documents import CursorState, DocumentRecord, GhostTarget
+from ghostfim.engine.service.documents import CursorState, DocumentRecord
 from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority, Serving
 from ghostfim.engine.service.suggestions import (
     Suggestion,
@@ -42,7 +42,7 @@ RuleFor = Callable[[CursorState], Confidence | None]  # what is worth showing th
 
 
 class GhostSink(Protocol):
-    def ghost_text(self, state: CursorState, text: str, done: bool) -> None: ...
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None: ...
 
 
 class FollowUps:
@@ -113,10 +113,12 @@ class FollowUps:
         self.cache.put(state.prefix, state.suffix, suggestion)
         target = record.ghost
         if target is not None and target.state is state:
-            record.ghost = GhostTarget(suggestion, state)
+            # the item on screen now shows the refreshed suggestion (a new one if none was)
+            refreshed = record.ghost = replace(target, suggestion=suggestion)
             shown = suggestion.shown()
             self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, shown)
-            self.events.ghost_text(state, shown, True)
+            item_id = refreshed.item(self.acceptance, shown, explicit=False)
+            self.events.ghost_text(state, shown, True, item_id)
         if result.text and self._shown_whole(state, result, explicit=False):
             await self._prefetch(state, record, result.text, number)
 

@@ -95,6 +95,13 @@ async def test_typing_session_gets_ghost_text_and_stats(server: LspProcess) -> N
     assert answered, "no model request was answered"
     # Keystrokes reuse the KV cache (cancelled requests report what they prefilled, too).
     assert max(s["reusedTokens"] for s in stats if s["source"] == "model") > 0
+    # Streamed text names the item it is: a client that shows it runs that on accept.
+    ghost = [n.params for n in server.notifications if n.method == "ghostfim/ghostText"]
+    assert ghost, "no ghostfim/ghostText notifications"
+    for g in ghost:
+        if g["insertText"]:
+            assert g["command"]["command"] == "ghostfim.accepted", g
+            assert g["command"]["arguments"][0].startswith("g"), g
     status = await server.call("ghostfim/status", None)
     assert status["latency"]["n"] >= 1 and status["latency"]["ttftP50"] > 0
     assert set(status["latency"]) >= {"n", "ttftP50", "ttftP95", "ttftP99", "totalP50", "totalP95"}

@@ -227,14 +227,16 @@ class RecordingEvents:
 
     def __init__(self) -> None:
         self.ghost: list[tuple[CursorState, str, bool]] = []
+        self.ghost_items: list[str] = []  # the item each ghost_text event shows
         self.stats_seen: list[dict[str, Any]] = []
         self.statuses: list[dict[str, Any]] = []
         self.problems: list[str] = []
         self.progresses: list[tuple[str, int | None, bool]] = []
         self.stats_arrived = asyncio.Event()
 
-    def ghost_text(self, state: CursorState, text: str, done: bool) -> None:
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None:
         self.ghost.append((state, text, done))
+        self.ghost_items.append(item_id)
 
     def stats(self, stats: RequestStats) -> None:
         self.stats_seen.append(stats_json(stats))

@@ -731,6 +731,62 @@ local function check_typed_on_past_request()
   pass("stale suggestion dropped when what was typed since is not its start")
 end
 
+-- Text that only a ghostfim/ghostText notification brings (its request was cancelled before
+-- the answer, e.g. under load) is shown as the item the notification names: a full accept runs
+-- that item's command, or the server would count nothing for it.
+local function check_notified_item_accept()
+  local name = "ghost text from a notification alone: accept runs its item's command"
+  local ran = {}
+  local original_request = client.request
+  client.request = function(method, params, handler, bufnr)
+    if method == "workspace/executeCommand" then
+      table.insert(ran, params)
+    end
+    return original_request(method, params, handler, bufnr)
+  end
+  vim.api.nvim_input("<Esc>Go")
+  sleep(50)
+  vim.o.eventignore = "all" -- no request of our own: the notification is all there is
+  type_keys("    y = ")
+  sleep(300) -- the didChange is sent: its version is the one the notification names
+  vim.o.eventignore = ""
+  local bufnr = vim.api.nvim_get_current_buf()
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local before = #sent
+  suggestion_module.on_ghost_text({
+    uri = vim.uri_from_bufnr(bufnr),
+    version = client.document_version(bufnr),
+    position = client.position(bufnr, row - 1, col),
+    insertText = "fib(3)",
+    done = true,
+    command = { title = "ghostfim: accepted", command = signals.ACCEPTED_COMMAND,
+      arguments = { "g-notified" } },
+  })
+  local shown = shown_text()
+  local shows = sent_since(before, signals.DID_SHOW)
+  vim.api.nvim_input(ghostfim.config().keymaps.accept)
+  sleep(100)
+  client.request = original_request
+  local line = vim.api.nvim_get_current_line()
+  vim.api.nvim_input("<Esc>")
+  sleep(30)
+  vim.cmd("silent! normal! dd")
+  if shown ~= "fib(3)" then
+    return fail(name, "the notification's text was not shown: " .. tostring(shown))
+  end
+  if line ~= "    y = fib(3)" then
+    return fail(name, "accepting it left the line " .. vim.inspect(line))
+  end
+  if #shows ~= 1 or signals.item_id(shows[1].item) ~= "g-notified" then
+    return fail(name, "didShowCompletion: " .. vim.inspect(shows))
+  end
+  local args = ran[#ran] and ran[#ran].arguments
+  if not args or args[1] ~= "g-notified" then
+    return fail(name, "workspace/executeCommand: " .. vim.inspect(ran))
+  end
+  pass(name, "g-notified")
+end
+
 local function checkhealth_lines()
   vim.cmd("checkhealth ghostfim")
   local lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
@@ -900,6 +956,7 @@ local function main()
 
   if ghostfim.namespace() == ghost.namespace then
     check_typed_on_past_request()
+    check_notified_item_accept()
   end
   check_fallback_keys()
   check_health()

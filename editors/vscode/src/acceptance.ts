@@ -35,6 +35,16 @@ export function commandOf(item: unknown): ServerCommand | undefined {
   return result;
 }
 
+/**
+ * The command of an item the provider answers from the ghost text store: the one the server
+ * sent with the text (`ghostfim/ghostText` names the item it shows), else the one the answer to
+ * that text's request carried. The notification's is the one to trust: a request the editor
+ * cancelled before its answer still streams text that goes on screen, and no answer names it.
+ */
+export function storedCommand(entry: unknown, answered: ServerCommand | undefined): ServerCommand | undefined {
+  return commandOf(entry) ?? answered;
+}
+
 /** The item id the server put in its accept command (its first argument), if any. */
 export function itemIdOf(command: ServerCommand | undefined): string | undefined {
   const first = command?.arguments?.[0];

@@ -7,6 +7,7 @@
 import * as vscode from 'vscode';
 import { InlineCompletionRequest, type LanguageClient, LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
 import type { AcceptSignals } from './acceptSignals';
+import { storedCommand } from './acceptance';
 import { enabledFor } from './client';
 import { preferGrownText, whenDone } from './ghostText';
 import { editorStateOf, type GhostTextSync, REQUERY_WAIT_MS } from './ghostTextSync';
@@ -58,8 +59,8 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
       if (stored !== undefined && (stored.typed === '' || requery)) {
         if (stored.entry.insertText === '') return undefined;
         // The stored text is the grown answer to the request made at the entry's state: the
-        // same server item, so it carries that answer's command.
-        const command = this.signals.tracker.commandFor(state.uri, stored.entry);
+        // item the notification names, or else the one that answer carried.
+        const command = storedCommand(stored.entry, this.signals.tracker.commandFor(state.uri, stored.entry));
         const item = this.toItem(
           {
             text: stored.entry.insertText,

@@ -22,6 +22,8 @@ export interface GhostTextParams {
   position: Position;
   insertText: string;
   done: boolean;
+  /** The accept command of the item this text is (read with acceptance.ts `commandOf`). */
+  command?: unknown;
 }
 
 /** `ghostfim/stats`: timings of one answered or cancelled request. Fields may be missing. */

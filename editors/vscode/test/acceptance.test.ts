@@ -11,6 +11,7 @@ import {
   type ShownItem,
   SignalMethods,
   stillApplies,
+  storedCommand,
   wireItem,
 } from '../src/acceptance';
 import { suggestionsFromResult } from '../src/inlineResult';
@@ -30,6 +31,32 @@ describe('the method names', () => {
       didPartiallyAccept: 'textDocument/didPartiallyAcceptCompletion',
       didDismiss: 'ghostfim/didDismissCompletion',
     });
+  });
+});
+
+describe('storedCommand', () => {
+  const notification = (command?: unknown) => ({
+    uri: 'file:///a.py',
+    version: 3,
+    position: { line: 1, character: 4 },
+    insertText: 'rt(var',
+    done: false,
+    ...(command !== undefined ? { command } : {}),
+  });
+
+  it('takes the item the notification names over the remembered answer', () => {
+    assert.deepEqual(storedCommand(notification(accepted('g9')), accepted('g2')), accepted('g9'));
+  });
+
+  it('falls back to the answer when the notification names none (an older server)', () => {
+    assert.deepEqual(storedCommand(notification(), accepted('g2')), accepted('g2'));
+    assert.deepEqual(storedCommand(notification({ command: 42 }), accepted('g2')), accepted('g2'));
+  });
+
+  it('carries a command for text whose request was cancelled before its answer', () => {
+    // no answer was remembered: without the notification's command a Tab counts for nothing
+    assert.deepEqual(storedCommand(notification(accepted('g5')), undefined), accepted('g5'));
+    assert.equal(storedCommand(notification(), undefined), undefined);
   });
 });
 

@@ -298,8 +298,12 @@ function M.on_ghost_text(params)
       or dismissed_at[bufnr] == vim.api.nvim_buf_get_changedtick(bufnr) then
     return
   end
+  -- The item the text is, as the server names it: a request cancelled before its answer (or
+  -- not answered yet) still streams text that goes on screen, and its accept must name an item.
+  local item = type(params.command) == "table" and params or nil
   if latest and latest.bufnr == bufnr and latest.version == params.version
       and same_position(latest.position, params.position) then
+    latest.item = latest.item or item
     place(latest, params.insertText)
     return
   end
@@ -310,7 +314,7 @@ function M.on_ghost_text(params)
   if not same_position(params.position, client.position(bufnr, row, col)) then
     return
   end
-  show(bufnr, row, col, params.insertText)
+  show(bufnr, row, col, params.insertText, nil, item)
 end
 
 --- The model became ready: a request that was answered empty while it loaded would leave the

@@ -341,6 +341,41 @@ async def test_a_shown_answer_is_an_item_whose_accept_counts(cleanup: list) -> N
     assert acceptance["acceptedChars"] == len("width * height")
 
 
+async def test_an_answer_and_its_growth_are_one_item(cleanup: list) -> None:
+    text = "width * height * depth * scale"
+    backend = FakeBackend(script=lambda r: text, piece_chars=3, piece_s=0.05)
+    service, events = await serving(backend)
+    cleanup.append(service)
+    answer = await service.complete(cursor(DOC))
+    await settle(service)
+    assert answer.item_id and set(events.ghost_items) == {answer.item_id}
+    assert service.status().acceptance.shown == 1
+
+
+async def test_growth_shown_after_its_request_was_cancelled_names_an_item(cleanup: list) -> None:
+    """Under load the editor's $/cancelRequest can be handled before the text the model had
+    already streamed: the request gets no answer, but that text goes on screen (the editor
+    shows it over what the user types next, VS Code from ghostfim/ghostText). Its accept must
+    name an item, or a Tab on it counts for nothing (a CI run's e2e failure)."""
+    text = "width * height"
+    backend = FakeBackend(script=lambda r: text, piece_chars=2, piece_s=0.01, prefill_s=0.2)
+    service, events = await serving(backend)
+    cleanup.append(service)
+    request = asyncio.ensure_future(service.complete(cursor(DOC)))
+    await asyncio.sleep(0.1)  # its job is in its prefill
+    time.sleep(0.5)  # a busy event loop: the streamed text waits in its queue,
+    request.cancel()  # behind which the cancel lands
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    await settle(service)
+    shown = [(t, item) for (_, t, _), item in zip(events.ghost, events.ghost_items) if t]
+    assert shown, "the streamed text reached the editor"
+    items = {item for _, item in shown}
+    assert len(items) == 1 and "" not in items
+    assert service.accepted(items.pop())
+    assert service.status().acceptance.accepted == 1
+
+
 # --- the request the service builds ---------------------------------------------------------------
 def test_postprocess_setting_reaches_the_request() -> None:
     settings, problems = parse_settings({"postprocess": False, "maxRestOfLine": 20})
