@@ -368,7 +368,9 @@ async def test_growth_shown_after_its_request_was_cancelled_names_an_item(cleanu
     with pytest.raises(asyncio.CancelledError):
         await request
     await settle(service)
-    shown = [(t, item) for (_, t, _), item in zip(events.ghost, events.ghost_items) if t]
+    shown = [
+        (t, item) for (_, t, _), item in zip(events.ghost, events.ghost_items, strict=True) if t
+    ]
     assert shown, "the streamed text reached the editor"
     items = {item for _, item in shown}
     assert len(items) == 1 and "" not in items
