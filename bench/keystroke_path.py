@@ -179,7 +179,7 @@ async def one_keystroke(model: str) -> CallRecorder:
 async def idle(server: Any) -> None:
     for _ in range(3000):
         await asyncio.sleep(0.01)
-        if server.service.worker.running is None and server.service.followups.idle:
+        if server.service.worker.idle and server.service.followups.idle:
             return
 
 

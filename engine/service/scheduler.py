@@ -81,6 +81,11 @@ class ModelWorker:
         self._task: asyncio.Task[None] | None = None
         self.running: Job | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing runs and nothing waits to run."""
+        return self.running is None and not self._queue
+
     def start(self) -> None:
         if self._task is None:
             self._wake = asyncio.Event()

@@ -283,10 +283,13 @@ async def serving(
 
 
 async def settle(service: CompletionService, timeout_s: float = 20.0) -> None:
-    """Until the model worker is idle and no follow-up is pending."""
+    """Until the model worker is idle and no follow-up is pending, twice in a row: what a
+    finished job's callbacks schedule (its stats, its last ghost text, a follow-up) has run."""
+    quiet = 0
     for _ in range(int(timeout_s / 0.01)):
         await asyncio.sleep(0.01)
-        if service.worker.running is None and service.followups.idle:
+        quiet = quiet + 1 if service.worker.idle and service.followups.idle else 0
+        if quiet >= 2:
             return
     raise AssertionError("the service never went idle")
 

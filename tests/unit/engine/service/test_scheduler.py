@@ -63,6 +63,27 @@ async def test_jobs_run_one_at_a_time_highest_priority_first() -> None:
     worker.shutdown()
 
 
+async def test_idle_means_nothing_runs_and_nothing_is_queued() -> None:
+    """A job queued behind a running one: idle only once both are done."""
+    worker = ModelWorker()
+    gate = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    assert worker.idle
+    first = worker.submit(
+        lambda c: asyncio.run_coroutine_threadsafe(gate.wait(), loop).result(5),
+        Priority.INTERACTIVE,
+    )
+    second = worker.submit(lambda c: None, Priority.INTERACTIVE)
+    await asyncio.sleep(0.05)
+    assert worker.running is first and not worker.idle
+    gate.set()
+    await first.future
+    await second.future
+    await asyncio.sleep(0)  # the loop's bookkeeping after the last job
+    assert worker.idle
+    worker.shutdown()
+
+
 class Serving:
     """What the host offers the worker: the backend that serves now (None: none yet)."""
 
