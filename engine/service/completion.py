@@ -312,6 +312,7 @@ class CompletionService:
             if not suggestion.text.startswith(typed) or len(suggestion.text) <= len(typed):
                 return None
         if suggestion.hides_from(typed):
+            record.mid_token = True  # asked afresh, once the user stops typing the word
             return None
         target = record.ghost = GhostTarget(suggestion, state, typed, asked_at=arrived)
         remaining = suggestion.shown(typed)
@@ -337,7 +338,9 @@ class CompletionService:
             return Answer("", "none", refused)
         debounce_ms = 0.0
         if not explicit:
-            debounce_ms = self.debounce.delay_ms(self.latency.expected_first_token_ms())
+            debounce_ms = self.debounce.delay_ms(
+                self.latency.expected_first_token_ms(), mid_token=record.mid_token
+            )
             await asyncio.sleep(debounce_ms / 1000)
             if record.latest != number:
                 return Answer("", "none", "superseded")

@@ -93,9 +93,11 @@ class DocumentRecord:
     job: DocJob | None = None
     ghost: GhostTarget | None = None
     last_state: CursorState | None = None
+    mid_token: bool = False  # the newest request stands inside a token its suggestion hid
 
     def next_request(self, number: int) -> None:
         """A new request for this document: earlier ones are superseded."""
         self.latest = number
+        self.mid_token = False
         self.newer.set()
         self.newer = asyncio.Event()

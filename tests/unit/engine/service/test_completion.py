@@ -110,6 +110,34 @@ async def test_ghost_text_ends_where_the_model_is_unsure_and_typing_past_it_show
     assert backend.model_requests() == asked
 
 
+async def test_inside_an_unsure_token_the_model_is_asked_after_a_typical_gap(
+    cleanup: list,
+) -> None:
+    """A user who stopped inside the unsure piece is asked afresh, waiting the typing rhythm
+    (engine/service/scheduler.py `mid_token`): the next key would supersede it for free."""
+    text = "for f in fields if f.compare]"  # pieces: "for ", "f in", " fie", "lds ", "if f", ...
+    backend = FakeBackend(
+        script=lambda r: text, piece_chars=4, piece_prob=lambda p: 0.001 if p == "if f" else 0.99
+    )
+    service, events = await serving(backend, replace(FIXED_DEBOUNCE, debounce_ms=None))
+    cleanup.append(service)
+    doc = "def match(fields):\n    return [f "
+    for i in range(6):  # a rhythm of 150 ms between keys
+        service.debounce.keystroke(i * 0.150)
+    await service.complete(cursor(doc))
+    await settle(service)
+    asked = backend.model_requests()
+    answer = await service.complete(cursor(doc + "for f in fields i", version=2))
+    await settle(service)
+    assert answer.source == "model" and backend.model_requests() == asked + 1
+    assert events.stats_seen[-1]["version"] == 2
+    assert events.stats_seen[-1]["debounceMs"] >= 100  # waited for a next key that never came
+    await service.complete(cursor(doc + "for f in fields if f", version=3))
+    await settle(service)
+    assert events.stats_seen[-1]["version"] == 3
+    assert events.stats_seen[-1]["debounceMs"] < 100  # on a boundary: no such wait
+
+
 async def test_with_the_filter_off_the_whole_suggestion_shows(cleanup: list) -> None:
     text = "for f in fields if f.compare]"
     backend = FakeBackend(

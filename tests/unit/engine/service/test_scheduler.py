@@ -8,7 +8,13 @@ import time
 import pytest
 
 from ghostfim.engine.backend import CancelToken, CompletionRequest
-from ghostfim.engine.service.scheduler import AdaptiveDebounce, JobDropped, ModelWorker, Priority
+from ghostfim.engine.service.scheduler import (
+    MID_TOKEN_MAX_WAIT_MS,
+    AdaptiveDebounce,
+    JobDropped,
+    ModelWorker,
+    Priority,
+)
 from tests.support.fakes import FakeBackend
 
 
@@ -119,6 +125,26 @@ def test_debounce_waits_only_when_the_next_key_is_likely_first() -> None:
         t += 0.250
     assert slow.delay_ms(100) <= 10
     assert AdaptiveDebounce(fixed_ms=120).delay_ms(100) == 120
+
+
+def test_inside_an_unsure_token_the_request_waits_a_typical_gap() -> None:
+    """The user is most likely still typing the word: the next key should supersede the
+    request before any model work, however fast the model would answer."""
+    d = AdaptiveDebounce()
+    assert d.delay_ms(40, mid_token=True) <= 10  # no rhythm known yet
+    t = 0.0
+    for _ in range(10):  # 150 ms between keys: slower than the model's first token
+        d.keystroke(t)
+        t += 0.150
+    assert d.delay_ms(40) <= 10  # the answer would beat the next key: no wait
+    assert 140 <= d.delay_ms(40, mid_token=True) <= 160
+    slow = AdaptiveDebounce()
+    t = 0.0
+    for _ in range(10):  # 900 ms between keys: the wait is bounded
+        slow.keystroke(t)
+        t += 0.9
+    assert slow.delay_ms(40, mid_token=True) == MID_TOKEN_MAX_WAIT_MS
+    assert AdaptiveDebounce(fixed_ms=120).delay_ms(40, mid_token=True) == 120
 
 
 def test_a_pause_is_not_part_of_the_rhythm() -> None:
