@@ -39,16 +39,14 @@ log = logging.getLogger("ghostfim.server")
 # through workspace/executeCommand after a full accept; our clients also report an item shown
 # and a part of it taken, in the shapes GitHub Copilot's language server uses.
 ACCEPTED_COMMAND = "ghostfim.accepted"
+DID_SHOW = "textDocument/didShowCompletion"
+DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
+DID_DISMISS = "ghostfim/didDismissCompletion"
 
 
 def accept_command(item_id: str) -> types.Command:
     """What every item carries: an editor runs it after a full accept (docs/protocol.md)."""
     return types.Command(title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[item_id])
-
-
-DID_SHOW = "textDocument/didShowCompletion"
-DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
-DID_DISMISS = "ghostfim/didDismissCompletion"
 
 
 class GhostfimProtocol(GuardedProtocol, SyncedProtocol):

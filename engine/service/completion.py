@@ -317,7 +317,7 @@ class CompletionService:
         target = record.ghost = GhostTarget(suggestion, state, typed, asked_at=arrived)
         remaining = suggestion.shown(typed)
         self._publish_stats(state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)
-        return Answer(remaining, "cache", suggestion=suggestion, target=target)
+        return Answer(remaining, "cache", target=target)
 
     async def _from_model(
         self, state: CursorState, record: DocumentRecord, explicit: bool, arrived: float
@@ -483,10 +483,10 @@ class CompletionService:
             if result.cancelled:
                 return Answer("", "none", "cancelled")
             shown = shown_part(result.text, result.marks, rule)
-            return Answer(shown, "model", suggestion=suggestion, target=first_target)
+            return Answer(shown, "model", target=first_target)
         if suggestion.cancelled or (job_future.done() and job_future.exception() is not None):
             return Answer("", "none", "cancelled")
-        return Answer(suggestion.shown(), "model", suggestion=suggestion, target=first_target)
+        return Answer(suggestion.shown(), "model", target=first_target)
 
     def _rule_for(self, state: CursorState, explicit: bool = False) -> Confidence | None:
         """What is worth showing of a suggestion for this state (engine/service/filter.py)."""

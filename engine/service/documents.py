@@ -43,8 +43,11 @@ class Answer:
     source: Literal["model", "cache", "none"]
     reason: str = ""
     item_id: str = ""  # the shown item's id, handed back by the editor on accept
-    suggestion: Suggestion | None = field(default=None, repr=False)  # what it shows
-    target: GhostTarget | None = field(default=None, repr=False)  # where it shows
+    target: GhostTarget | None = field(default=None, repr=False)  # what it shows, and where
+
+    @property
+    def suggestion(self) -> Suggestion | None:
+        return None if self.target is None else self.target.suggestion
 
 
 @dataclass
