@@ -134,10 +134,12 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time of a process so far (/proc/<pid>/stat), all its threads."""
+def cpu_seconds(pid: int, tid: int | None = None) -> float | None:
+    """User plus system CPU time so far (/proc/<pid>/stat): of the process, all its threads,
+    or of its thread `tid` (the main thread's id is the pid)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     utime, stime = int(fields[11]), int(fields[12])  # the stat file's fields 14 and 15
@@ -153,17 +155,27 @@ class Pass:
     rss_mb: float | None = None
     cpu_s: float | None = None  # the server's, from ready to the end of the last trace
     server_acceptance: dict[str, Any] | None = None  # ghostfim/status at the end
+    model_work: dict[str, Any] | None = None  # its decode steps and prefill chunks
+    loop_cpu_s: float | None = None  # of cpu_s, the server's main thread (its event loop)
     unsignalled_accepts: int = 0  # accepts the simulator had no item for (no signal sent)
 
 
 class CpuMeter:
+    """A process's CPU time from now on; of ghostfim's server, also its main thread's (the
+    event loop: the LSP layer and the service's Python), the rest being the model's."""
+
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.start = cpu_seconds(pid)
+        self.main_start = cpu_seconds(pid, pid)
 
     def spent(self) -> float | None:
         end = cpu_seconds(self.pid)
         return None if end is None or self.start is None else end - self.start
+
+    def main_thread_spent(self) -> float | None:
+        end = cpu_seconds(self.pid, self.pid)
+        return None if end is None or self.main_start is None else end - self.main_start
 
 
 async def typed_in_real_time(trace: Trace) -> AsyncIterator[tuple[int, Keystroke]]:
@@ -193,14 +205,14 @@ class NaiveScreen:
 
 
 # --- ghostfim over LSP ----------------------------------------------------------------------------
-async def server_acceptance(client: LspProcess) -> dict[str, Any] | None:
-    """ghostfim/status `acceptance` (None from a server without it); a failing status call is
-    reported, not raised: the pass's own figures stand without it."""
+async def server_status(client: LspProcess) -> dict[str, Any]:
+    """ghostfim/status at the end of a pass; a failing status call is reported, not raised:
+    the pass's own figures stand without it."""
     try:
-        status = await client.call("ghostfim/status", None, timeout=30)
+        status: dict[str, Any] = await client.call("ghostfim/status", None, timeout=30)
     except (RpcError, asyncio.TimeoutError, ConnectionError) as exc:
-        return {"error": str(exc)}
-    return status.get("acceptance")
+        return {"acceptance": {"error": str(exc)}}
+    return status
 
 
 async def run_ghostfim(
@@ -235,7 +247,12 @@ async def run_ghostfim(
         result.reads += reads
         result.unsignalled_accepts += editor.unsignalled
     result.cpu_s = meter.spent()
-    result.server_acceptance = await server_acceptance(client)
+    result.loop_cpu_s = meter.main_thread_spent()
+    status = await server_status(client)
+    result.server_acceptance = status.get("acceptance")
+    work = status.get("work")  # all the model's work, background jobs included
+    if work:
+        result.model_work = {k: work.get(k) for k in ("decodeSteps", "prefillChunks", "busyMs")}
     result.rss_mb = peak_rss_mb(client.proc.pid)
     await client.stop()
     return result
@@ -403,6 +420,7 @@ ACCEPT_COLUMNS = [
     ("refused_per_100", "suggestions read and refused per 100 characters"),
     ("accept_rate", "accept rate of suggestions read"),
     ("cpu_s_per_100", "server CPU seconds per 100 characters"),
+    ("loop_cpu_s_per_100", "… of it on the server's event loop (LSP and service Python)"),
     ("shown_share", "ghost text on screen (share of keystroke states)"),
     ("pause_ttgt_p50", "time to ghost text at pauses p50 (ms)"),
     ("pause_ttgt_p95", "… p95 (ms)"),
@@ -414,6 +432,7 @@ ACCEPT_COLUMNS = [
     ("server_acceptance", "ghostfim/status: accepted / partial / refused / chars"),
     ("simulator_acceptance", "… the simulator's own count"),
     ("refused_then", "refusals, then: typed over / typed into / end of line / trace end"),
+    ("model_work", "model work: decode steps / prefill chunks (model time by kind of job)"),
 ]
 PERCENT_KEYS = {"accepted_share", "accept_rate"}
 COUNT_ORDER = ("accepted", "partial", "refused", "acceptedChars")
@@ -427,6 +446,10 @@ def _cell(result: dict[str, Any], key: str) -> str:
         return f"{value} ({' / '.join(map(str, kinds))})"
     if key == "refused_then" and value is not None:
         return " / ".join(str(value.get(k, 0)) for k in FOLLOW_ORDER)
+    if key == "model_work" and value is not None:
+        busy = value.get("busyMs") or {}
+        by_kind = ", ".join(f"{kind} {ms / 1000:.1f} s" for kind, ms in busy.items())
+        return f"{value.get('decodeSteps', '?')} / {value.get('prefillChunks', '?')} ({by_kind})"
     if isinstance(value, dict) and "error" in value:
         return "(status failed)"
     if isinstance(value, dict):
@@ -526,6 +549,10 @@ def pass_summary(
             Counter(r.followed_by for r in result.reads if r.followed_by is not None)
         ),
         "server_acceptance": result.server_acceptance if system in GHOSTFIM_SYSTEMS else None,
+        "model_work": result.model_work,
+        "loop_cpu_s_per_100": None
+        if result.loop_cpu_s is None or not chars_written
+        else round(100 * result.loop_cpu_s / chars_written, 2),
         "unsignalled_accepts": result.unsignalled_accepts,
         "wall_s": round(wall_s, 1),
     }

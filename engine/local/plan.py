@@ -43,9 +43,9 @@ MIN_WIDE_TOKENS = 128
 # A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
 # the text before the cursor (the rest is aborted at once).
 PREFILL_CHUNK_MS = 250.0
-# Background prefills (the wide window, the refresh, warm-up) run between keystrokes and are
-# aborted by the next one, losing the chunk in progress: small chunks, so that the gaps of
-# ~100 ms between keystrokes still move them forward.
+# Background prefills (the wide window, the refresh, warm-up) start when the user stops typing
+# (engine/service/followups.py) and are aborted by the next keystroke, losing the chunk in
+# progress: small chunks, so that an abort loses little and a short stop still moves them on.
 BACKGROUND_CHUNK_MS = 100.0
 # A full prompt the user waits for (explicit) is aborted anywhere by a cancel, so its chunks can
 # be large: on a CPU a 10-token chunk costs ~24 ms a token, a 48-token one ~21.

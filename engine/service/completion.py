@@ -177,7 +177,10 @@ class CompletionService:
             work=None
             if backend is None
             else WorkCounters(
-                backend.decode_steps, backend.prefill_chunks, self.worker.running is not None
+                backend.decode_steps,
+                backend.prefill_chunks,
+                self.worker.running is not None,
+                dict(self.worker.busy_ms),
             ),
             acceptance=replace(self.acceptance.counts),
             budgets=host.budgets,

@@ -1,7 +1,7 @@
 """Follow-ups: the background work a suggestion leads to, all droppable, all in one place.
 
 - widen: the keystroke used the narrow start window (a new place, on a CPU): prepare the wide
-  one (engine/local/plan.py decides the windows) while the user types;
+  one (engine/local/plan.py decides the windows) in the user's next lull;
 - refresh: at a pause, when the keystroke prompt cut the suffix, the full prompt's suggestion
   replaces the one on screen;
 - prefetch: the suggestion after this one (as if it were accepted or typed through) is ready
@@ -9,7 +9,12 @@
 - warm-up: a new backend prefills the last document's context, so its first keystroke is warm.
 
 Each runs at its own priority (engine/service/scheduler.py): refresh > prefetch > widen and
-warm-up; any keystroke drops them (an interactive job preempts background work).
+warm-up; any keystroke drops them (an interactive job preempts background work), losing the
+prefill chunk in progress. So the long ones wait for the user to stop: the refresh for a pause
+(PAUSE_REFRESH_S), the widen for a lull (LULL_S, longer than most gaps between keys), and a
+keystroke that comes first makes them unwanted. (Started at once, the widen's chunks were
+aborted by the next key nearly every time: on the accepting-user replay the model spent about
+as long on them as on the keystrokes.) The prefetch, a short decode, starts at once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ghostfim.engine.text.confidence import Confidence
 log = logging.getLogger("ghostfim.followups")
 
 PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keystroke one cut it)
+LULL_S = 0.25  # longer than most gaps between keys: background work may start
 PREFETCH_MAX_TOKENS = 24
 
 RequestFor = Callable[[CursorState, Literal["keystroke", "full"], int | None], CompletionRequest]
@@ -64,11 +70,13 @@ class FollowUps:
         self.request_for = request_for
         self.rule_for = rule_for
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._waiting: set[asyncio.TimerHandle] = set()  # follow-ups waiting for their lull
         self._widening = False
 
     @property
     def idle(self) -> bool:
-        return not self._tasks
+        """No follow-up runs or waits for its lull."""
+        return not self._tasks and not self._waiting
 
     def after_job(
         self,
@@ -80,22 +88,38 @@ class FollowUps:
         """A suggestion's job ended (completion None or cancelled: it was stopped)."""
         if completion is None:
             return
+        number = record.latest
+
+        def unless_typed_on(follow_up: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                if record.latest == number:  # else the user typed on: the next job asks
+                    follow_up()
+
+            return run
+
         if completion.widen:
-            self.widen(state)
+            # At the first lull; at a pause it runs before the refresh is asked for, which
+            # then waits for it (as a keystroke there soon will use the wide window).
+            self._after(LULL_S, unless_typed_on(lambda: self.widen(state)))
         if completion.cancelled:
             return
-        number = record.latest
         refresh = not explicit and completion.suffix_cut
 
         def at_pause() -> None:
-            if record.latest != number:
-                return  # the user typed on: nothing of this is wanted
             if refresh:
                 self._spawn(self._refresh(state, record, number))
             elif completion.text and self._shown_whole(state, completion, explicit):
                 self._spawn(self._prefetch(state, record, completion.text, number))
 
-        asyncio.get_running_loop().call_later(PAUSE_REFRESH_S if refresh else 0.0, at_pause)
+        self._after(PAUSE_REFRESH_S if refresh else 0.0, unless_typed_on(at_pause))
+
+    def _after(self, delay_s: float, callback: Callable[[], None]) -> None:
+        def run() -> None:
+            self._waiting.discard(handle)
+            callback()
+
+        handle = asyncio.get_running_loop().call_later(delay_s, run)
+        self._waiting.add(handle)
 
     def _shown_whole(self, state: CursorState, completion: Completion, explicit: bool) -> bool:
         """The whole suggestion is on screen, so a Tab may take all of it: only then is the

@@ -80,6 +80,9 @@ class ModelWorker:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.running: Job | None = None
+        # Model time by kind of job (a priority's name), cancelled runs included: where the
+        # model's CPU goes (ghostfim/status `work.busyMs`).
+        self.busy_ms: dict[str, float] = {}
 
     @property
     def idle(self) -> bool:
@@ -179,10 +182,13 @@ class ModelWorker:
                     job.future.set_result(result)
             finally:
                 self.running = None
+                ran_ms = (time.perf_counter() - job.started) * 1000
+                kind = job.priority.name.lower()
+                self.busy_ms[kind] = self.busy_ms.get(kind, 0.0) + ran_ms
                 log.debug(
                     "end %s (ran %.1f ms%s)",
                     job.label,
-                    (time.perf_counter() - job.started) * 1000,
+                    ran_ms,
                     ", cancelled" if job.cancel.cancelled else "",
                 )
 

@@ -137,6 +137,7 @@ class WorkCounters:
     decode_steps: int  # one-token decodes run (tests watch them stop after a cancel)
     prefill_chunks: int
     running: bool  # a model job is running now
+    busy_ms: dict[str, float] = field(default_factory=dict)  # model time by kind of job
 
 
 @dataclass(frozen=True)

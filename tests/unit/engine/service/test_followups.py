@@ -11,7 +11,7 @@ import pytest
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.service.completion import CompletionService
-from ghostfim.engine.service.followups import PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
+from ghostfim.engine.service.followups import LULL_S, PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
 from tests.support.fakes import (
     FIXED_DEBOUNCE,
     FakeBackend,
@@ -80,6 +80,22 @@ async def test_widen_prepares_the_jobs_own_state(cleanup: list) -> None:
     widen = [r for r in backend.requests if r.background and r.max_tokens == 0]
     assert widen and all(r.mode == "keystroke" for r in widen)
     assert widen[0].prefix == state.prefix and widen[0].doc_id == state.doc_id
+
+
+async def test_widen_waits_for_a_lull_in_typing(cleanup: list) -> None:
+    """Started while the user types, the widen's chunks are aborted by the next key (model
+    time for nothing): it starts once the keys stop for LULL_S, for the last state."""
+    backend = FakeBackend(script=lambda r: "abc", narrow=True)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    typed = "xyzw"
+    for i in range(len(typed)):
+        await service.complete(cursor(DOC + typed[: i + 1], version=i + 2))
+        await asyncio.sleep(LULL_S / 2)  # typing
+    assert not [r for r in backend.requests if r.background and r.max_tokens == 0]
+    await settle(service)
+    widen = [r for r in backend.requests if r.background and r.max_tokens == 0]
+    assert [r.prefix for r in widen] == [DOC + typed]
 
 
 async def test_the_continuation_is_prefetched_as_if_accepted(cleanup: list) -> None:

@@ -90,6 +90,16 @@ async def test_idle_means_nothing_runs_and_nothing_is_queued() -> None:
     worker.shutdown()
 
 
+async def test_model_time_is_counted_by_kind_of_job() -> None:
+    worker = ModelWorker()
+    await worker.submit(lambda c: time.sleep(0.05), Priority.INTERACTIVE).future
+    await worker.submit(lambda c: time.sleep(0.02), Priority.WARMUP).future
+    await asyncio.sleep(0)  # the loop's bookkeeping after the last job
+    assert set(worker.busy_ms) == {"interactive", "warmup"}
+    assert worker.busy_ms["interactive"] >= 45 and 15 <= worker.busy_ms["warmup"] < 45
+    worker.shutdown()
+
+
 class Serving:
     """What the host offers the worker: the backend that serves now (None: none yet)."""
 
