@@ -191,6 +191,7 @@ class CompletionService:
         self.events.status(self.status())
 
     async def shutdown(self) -> None:
+        self.followups.stop()
         self.worker.cancel_all()
         await self.host.shutdown()
         self.worker.shutdown()

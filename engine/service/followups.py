@@ -89,18 +89,10 @@ class FollowUps:
         if completion is None:
             return
         number = record.latest
-
-        def unless_typed_on(follow_up: Callable[[], None]) -> Callable[[], None]:
-            def run() -> None:
-                if record.latest == number:  # else the user typed on: the next job asks
-                    follow_up()
-
-            return run
-
         if completion.widen:
             # At the first lull; at a pause it runs before the refresh is asked for, which
             # then waits for it (as a keystroke there soon will use the wide window).
-            self._after(LULL_S, unless_typed_on(lambda: self.widen(state)))
+            self._after(LULL_S, record, number, lambda: self.widen(state))
         if completion.cancelled:
             return
         refresh = not explicit and completion.suffix_cut
@@ -111,15 +103,28 @@ class FollowUps:
             elif completion.text and self._shown_whole(state, completion, explicit):
                 self._spawn(self._prefetch(state, record, completion.text, number))
 
-        self._after(PAUSE_REFRESH_S if refresh else 0.0, unless_typed_on(at_pause))
+        self._after(PAUSE_REFRESH_S if refresh else 0.0, record, number, at_pause)
 
-    def _after(self, delay_s: float, callback: Callable[[], None]) -> None:
+    def _after(
+        self, delay_s: float, record: DocumentRecord, number: int, follow_up: Callable[[], None]
+    ) -> None:
+        """`follow_up` in `delay_s`, unless the user typed on meanwhile (the next job asks)."""
+
         def run() -> None:
             self._waiting.discard(handle)
-            callback()
+            if record.latest == number:
+                follow_up()
 
         handle = asyncio.get_running_loop().call_later(delay_s, run)
         self._waiting.add(handle)
+
+    def stop(self) -> None:
+        """The service shuts down: nothing waiting starts, nothing running goes on."""
+        for handle in self._waiting:
+            handle.cancel()
+        self._waiting.clear()
+        for task in self._tasks:
+            task.cancel()
 
     def _shown_whole(self, state: CursorState, completion: Completion, explicit: bool) -> bool:
         """The whole suggestion is on screen, so a Tab may take all of it: only then is the

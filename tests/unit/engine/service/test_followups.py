@@ -98,6 +98,16 @@ async def test_widen_waits_for_a_lull_in_typing(cleanup: list) -> None:
     assert [r.prefix for r in widen] == [DOC + typed]
 
 
+async def test_a_follow_up_waiting_for_its_lull_does_not_start_after_shutdown() -> None:
+    backend = FakeBackend(script=lambda r: "abc", narrow=True)
+    service, _ = await serving(backend)
+    await service.complete(cursor(DOC + "wid"))
+    await service.shutdown()
+    assert service.followups.idle
+    await asyncio.sleep(LULL_S + 0.1)
+    assert not [r for r in backend.requests if r.background]
+
+
 async def test_the_continuation_is_prefetched_as_if_accepted(cleanup: list) -> None:
     backend = FakeBackend(script=lambda r: "width * height")
     service, _ = await serving(backend)
