@@ -15,7 +15,7 @@ So `moves` = 2 x the distinct cross-file calls, and `files` = the distinct files
 Two paths are counted:
 - the main line: the chains of calls from the handler down to the model (every call into
   engine/local/native.py, the llama.cpp layer) and back out (the suggestion's clean-up in
-  engine/text/finish.py, the ghost text and stats notifications in lsp/): what a reviewer
+  engine/text/finish.py, the ghost text and stats notifications in lsp/wire.py): what a reviewer
   follows, and what the README's architecture section draws;
 - every call: the main line plus each side lookup (a property, a helper that returns at once).
 """
@@ -43,8 +43,8 @@ KEY_CALLS = {
     ("engine/local/native.py", None),
     ("engine/text/finish.py", "finish"),
     ("engine/service/scheduler.py", "submit_completion"),
-    ("lsp/wire.py", "stats_json"),
-    ("lsp/server.py", "ghost_text"),
+    ("lsp/wire.py", "ghost_text"),
+    ("lsp/wire.py", "stats"),
 }
 Edge = tuple[str, str, str, str]
 

@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Generator
 from typing import Any, ClassVar
 
@@ -19,34 +18,27 @@ from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
 from ghostfim.engine import env
-from ghostfim.engine.service.completion import CompletionService, CursorState
-from ghostfim.engine.service.stats import RequestStats, ServiceStatus
+from ghostfim.engine.service.completion import CompletionService
 from ghostfim.lsp import VERSION
 from ghostfim.lsp.documents import units_to_chars
 from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
     SyncedProtocol,
+    cursor_of,
     encoding_name,
-    open_document,
     register_debug_features,
 )
-from ghostfim.lsp.wire import stats_json, status_json
+from ghostfim.lsp.wire import ACCEPTED_COMMAND, LspEvents, accept_command, status_json
 
 log = logging.getLogger("ghostfim.server")
 
-# Accept signals (docs/protocol.md): every item carries this command, which LSP clients run
-# through workspace/executeCommand after a full accept; our clients also report an item shown
-# and a part of it taken, in the shapes GitHub Copilot's language server uses.
-ACCEPTED_COMMAND = "ghostfim.accepted"
+# Accept signals (docs/protocol.md): the command every item carries (lsp/wire.py); our clients
+# also report an item shown and a part of it taken, in the shapes GitHub Copilot's language
+# server uses.
 DID_SHOW = "textDocument/didShowCompletion"
 DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
 DID_DISMISS = "ghostfim/didDismissCompletion"
-
-
-def accept_command(item_id: str) -> types.Command:
-    """What every item carries: an editor runs it after a full accept (docs/protocol.md)."""
-    return types.Command(title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[item_id])
 
 
 class GhostfimProtocol(GuardedProtocol, SyncedProtocol):
@@ -67,69 +59,6 @@ class GhostfimProtocol(GuardedProtocol, SyncedProtocol):
         if isinstance(data, dict) and "method" in data and "params" not in data:
             data = {**data, "params": None}
         return super().structure_message(data)
-
-
-class LspEvents:
-    """The engine's events, as LSP notifications and messages."""
-
-    def __init__(self, server: GhostfimServer) -> None:
-        self.server = server
-        self._progress_token: str | None = None
-
-    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None:
-        pos = state.position
-        params: dict[str, Any] = {
-            "uri": state.doc_id,
-            "version": state.version,
-            "position": {"line": pos.line, "character": pos.character},
-            "insertText": text,
-            "done": done,
-        }
-        if item_id:  # the item the text shows: an editor showing it runs this on accept
-            command = accept_command(item_id)
-            params["command"] = {
-                "title": command.title,
-                "command": command.command,
-                "arguments": command.arguments,
-            }
-        self.server.protocol.notify("ghostfim/ghostText", params)
-
-    def stats(self, stats: RequestStats) -> None:
-        self.server.protocol.notify("ghostfim/stats", stats_json(stats))
-
-    def status(self, status: ServiceStatus) -> None:
-        self.server.protocol.notify("ghostfim/statusChanged", status_json(status))
-
-    def problem(self, message: str) -> None:
-        self.server.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Error, message=message)
-        )
-        log.error(message)
-
-    def progress(self, message: str, percentage: int | None, done: bool) -> None:
-        """Model loading as work-done progress, when the client supports it."""
-        caps = self.server.client_capabilities
-        if not (caps and caps.window and caps.window.work_done_progress):
-            log.info(message)
-            return
-        progress = self.server.work_done_progress
-        if self._progress_token is None and not done:
-            token = self._progress_token = f"ghostfim-load-{uuid.uuid4().hex[:8]}"
-            progress.create(token)
-            progress.begin(
-                token,
-                types.WorkDoneProgressBegin(
-                    title="ghostfim", message=message, percentage=percentage or 0, cancellable=False
-                ),
-            )
-        elif self._progress_token is not None and not done:
-            progress.report(
-                self._progress_token,
-                types.WorkDoneProgressReport(message=message, percentage=percentage),
-            )
-        elif self._progress_token is not None:
-            progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
-            self._progress_token = None
 
 
 class GhostfimServer(GuardedServer):
@@ -261,9 +190,8 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
     async def inline_completion(
         ls: GhostfimServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
-        doc = open_document(ls, params.text_document.uri)  # -32602 unless open
         pos = params.position
-        state = doc.cursor_at(pos)  # -32602 past the end; a long column clamps
+        state = cursor_of(ls, params.text_document.uri, pos)  # -32602 unless open, in it
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         # Answered in bounded time (engine/deadline.py); held while the model loads.
         answer = await ls.service.complete(state, explicit=explicit)

@@ -254,6 +254,12 @@ def open_document(server: LanguageServer, uri: str) -> SyncedDocument:
     return doc
 
 
+def cursor_of(server: LanguageServer, uri: str, position: types.Position) -> CursorState:
+    """What the engine needs of a request's cursor in an open document; -32602 when the
+    document is not open or the position is not in it (a long column is the line's end)."""
+    return open_document(server, uri).cursor_at(position)
+
+
 def register_debug_features(server: LanguageServer) -> bool:
     """`ghostfim/documentText`, only when GHOSTFIM_DEBUG_PROTOCOL=1 (tests and fuzzers use it
     to compare the server's text with the client's; editors never need it)."""

@@ -1,19 +1,33 @@
-"""The engine's reports as the JSON of docs/protocol.md: the one place that knows its keys.
+"""The engine's reports and events as the messages of docs/protocol.md: the one place that
+knows their keys.
 
-The engine returns dataclasses (engine/service/stats.py and the types they hold); the server
-sends what these functions make of them: `ghostfim/stats`, `ghostfim/status` (and
-`ghostfim/statusChanged`). camelCase keys, documents named by `uri`, milliseconds rounded.
+The engine returns dataclasses (engine/service/stats.py and the types they hold) and tells its
+events to `LspEvents`; what goes out is made here: `ghostfim/ghostText`, `ghostfim/stats`,
+`ghostfim/status` (and `ghostfim/statusChanged`), the accept command every item carries, model
+loading as work-done progress. camelCase keys, documents named by `uri`, milliseconds rounded.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 from ghostfim.engine.backend import KvStatus, ModelInfo
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.ring import RingStatus
 from ghostfim.engine.service.acceptance import Counts
+from ghostfim.engine.service.documents import CursorState
 from ghostfim.engine.service.stats import LatencySummary, RequestStats, ServiceStatus
+
+log = logging.getLogger("ghostfim.server")
+
+# The accept signal (docs/protocol.md): every item carries this command, which LSP clients run
+# through workspace/executeCommand after a full accept.
+ACCEPTED_COMMAND = "ghostfim.accepted"
 
 # Settings keys of the budgets (lsp/settings.py names them so too).
 BUDGET_KEYS = {
@@ -186,3 +200,79 @@ def status_json(s: ServiceStatus) -> dict[str, Any]:
         "budgets": budgets_json(s.budgets),
         "savedCpuMs": round(s.saved_cpu_ms, 1),
     }
+
+
+def accept_command(item_id: str) -> types.Command:
+    """What every item carries: an editor runs it after a full accept (docs/protocol.md)."""
+    return types.Command(title="ghostfim: accepted", command=ACCEPTED_COMMAND, arguments=[item_id])
+
+
+def ghost_text_json(state: CursorState, text: str, done: bool, item_id: str) -> dict[str, Any]:
+    """`ghostfim/ghostText`: the suggestion for a cursor as it grows (with the item's accept
+    command once it is an item)."""
+    pos = state.position
+    params: dict[str, Any] = {
+        "uri": state.doc_id,
+        "version": state.version,
+        "position": {"line": pos.line, "character": pos.character},
+        "insertText": text,
+        "done": done,
+    }
+    if item_id:  # the item the text shows: an editor showing it runs this on accept
+        command = accept_command(item_id)
+        params["command"] = {
+            "title": command.title,
+            "command": command.command,
+            "arguments": command.arguments,
+        }
+    return params
+
+
+class LspEvents:
+    """The engine's events, as LSP notifications and messages."""
+
+    def __init__(self, server: LanguageServer) -> None:
+        self.server = server
+        self._progress_token: str | None = None
+
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None:
+        self.server.protocol.notify(
+            "ghostfim/ghostText", ghost_text_json(state, text, done, item_id)
+        )
+
+    def stats(self, stats: RequestStats) -> None:
+        self.server.protocol.notify("ghostfim/stats", stats_json(stats))
+
+    def status(self, status: ServiceStatus) -> None:
+        self.server.protocol.notify("ghostfim/statusChanged", status_json(status))
+
+    def problem(self, message: str) -> None:
+        self.server.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=message)
+        )
+        log.error(message)
+
+    def progress(self, message: str, percentage: int | None, done: bool) -> None:
+        """Model loading as work-done progress, when the client supports it."""
+        caps = self.server.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            log.info(message)
+            return
+        progress = self.server.work_done_progress
+        if self._progress_token is None and not done:
+            token = self._progress_token = f"ghostfim-load-{uuid.uuid4().hex[:8]}"
+            progress.create(token)
+            progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title="ghostfim", message=message, percentage=percentage or 0, cancellable=False
+                ),
+            )
+        elif self._progress_token is not None and not done:
+            progress.report(
+                self._progress_token,
+                types.WorkDoneProgressReport(message=message, percentage=percentage),
+            )
+        elif self._progress_token is not None:
+            progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
+            self._progress_token = None

@@ -129,7 +129,6 @@ def open_model_file(
         session = ModelSession(model, info, budgets=budgets, policy=policy, cost=cost)
         if calibrate:
             calibrate_prefill(session)
-            session.index_vocabulary()  # token healing's index now, not on a keystroke
     except BaseException:
         model.close()  # a failure after the load must not keep the weights
         raise

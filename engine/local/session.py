@@ -133,7 +133,10 @@ class ModelSession:
         )
         self.slots = KvSlots(model, model.n_ctx, budgets.snapshot_bytes)
         self.extra = ExtraContextBuilder(self.tokenize, self.template)  # other files' chunks
-        self._vocab: VocabIndex | None = None  # built on first use (token healing)
+        # The vocabulary as Python data (each token's bytes, the end tokens, token healing's
+        # index): the decode loop looks tokens up instead of calling llama.cpp per token.
+        self.vocab = VocabIndex(model.n_vocab, model.token_piece, model.is_eog)
+        self.end_tokens = self.vocab.ends | self.template.stop_tokens
         self.cost = cost or PrefillCostModel.from_env()
         self.policy = policy or DevicePolicy(model.n_batch, abort_callback=True)
         self.cost_at_load: tuple[float, float] | None = None  # (fixed, per token), calibrated
@@ -170,7 +173,7 @@ class ModelSession:
         builder = PromptBuilder(
             self.tokenize,
             self.template,
-            piece=self.model.token_piece,
+            piece=self.vocab.pieces.__getitem__,
             prefix_tokens=b.prefix_tokens,
             suffix_tokens=b.suffix_tokens,
         )
@@ -327,6 +330,7 @@ class ModelSession:
         self.slots.prepare(plan.slot, doc_id, keep)
         todo = tokens[keep:]
         offset = 0
+        pick: tuple[int, float] | None = None
         while offset < len(todo):
             if cancel.cancelled:
                 raise Cancelled()
@@ -340,38 +344,47 @@ class ModelSession:
             self._abortable = position >= stable
             t = time.perf_counter()
             try:
-                self.model.decode(chunk, position, want_logits=offset >= len(todo), seq=seq)
+                last = offset >= len(todo)  # its logits give the first token
+                pick = self._decode(seq, chunk, position, pick=last, heal=plan.prompt.heal)
             except native.DecodeAborted:
-                self.model.kv_remove_from(position, seq)  # drop half-written cells
                 raise Cancelled() from None
             finally:
                 self._abortable = True
             self.cost.observe(len(chunk), (time.perf_counter() - t) * 1000)
-            self.slots.append(seq, chunk)
             self.prefill_chunks += 1
             self._prefill_progress = (keep, offset)
-        first, prob = self.model.argmax_last_with_prob(self._healing_candidates(plan.prompt.heal))
-        return first, prob, keep, len(todo), (time.perf_counter() - start) * 1000
+        assert pick is not None  # the last chunk picked (there is one: keep < len(tokens))
+        return *pick, keep, len(todo), (time.perf_counter() - start) * 1000
 
     # --- phase 3: decode --------------------------------------------------------------------
     def decode_one_token(self, slot: int, token: int, heal: bytes = b"") -> tuple[int, float]:
         """Append `token` to the slot's KV cache; the greedy next token and its probability."""
-        self.model.decode([token], self.slots.length(slot), want_logits=True, seq=slot)
-        self.slots.append(slot, [token])
+        pick = self._decode(slot, [token], self.slots.length(slot), pick=True, heal=heal)
         self.decode_steps += 1
+        assert pick is not None
+        return pick
+
+    def _decode(
+        self, slot: int, tokens: list[int], position: int, *, pick: bool, heal: bytes = b""
+    ) -> tuple[int, float] | None:
+        """The one call into llama_decode (prefill chunks and generated tokens alike):
+        `tokens` go into the slot's cells from `position`, and the slot records them; with
+        `pick`, the greedy next token and the model's probability of it (among the tokens
+        that agree with the text still to be healed). An abort (native.DecodeAborted) drops
+        the half-written cells before it goes up."""
+        try:
+            self.model.decode(tokens, position, want_logits=pick, seq=slot)
+        except native.DecodeAborted:
+            self.model.kv_remove_from(position, slot)
+            raise
+        self.slots.append(slot, tokens)
+        if not pick:
+            return None
         return self.model.argmax_last_with_prob(self._healing_candidates(heal))
 
     def _healing_candidates(self, heal: bytes) -> np.ndarray | None:
         """Tokens that agree with the text still to be healed (None: any token)."""
-        if not heal:
-            return None
-        if self._vocab is None:
-            self._vocab = VocabIndex(self.model.n_vocab, self.model.token_piece)
-        return self._vocab.candidates(heal)
-
-    def index_vocabulary(self) -> None:
-        """Build the token-healing index now (at load), not on a keystroke."""
-        self._healing_candidates(b"_")
+        return self.vocab.candidates(heal) if heal else None
 
     def decode_n_tokens(
         self,
@@ -402,7 +415,7 @@ class ModelSession:
         text = ""
         token, prob = first
         generated = 0
-        stop_ids = self.template.stop_tokens
+        end_tokens, pieces = self.end_tokens, self.vocab.pieces
         probs = [] if probs is None else probs
         ends = [] if ends is None else ends
         ids = [] if ids is None else ids
@@ -416,9 +429,9 @@ class ModelSession:
                 return "", generated, "cancelled"
 
         while True:
-            if token in stop_ids or self.model.is_eog(token):
+            if token in end_tokens:
                 return text, generated, "eog"
-            piece_bytes = self.model.token_piece(token)
+            piece_bytes = pieces[token]
             if heal:
                 done = min(len(heal), len(piece_bytes))
                 piece_bytes, heal = piece_bytes[done:], heal[done:]
@@ -446,8 +459,7 @@ class ModelSession:
                 return text, generated, "context_full"
             try:
                 token, prob = self.decode_one_token(slot, token, heal)
-            except native.DecodeAborted:
-                self.model.kv_remove_from(length, slot)
+            except native.DecodeAborted:  # its cells are dropped already
                 return text, generated, "cancelled"
 
     def _check(self, slot: int, checked: Checked, heal: bytes) -> None:
@@ -468,7 +480,7 @@ class ModelSession:
         self.decode_steps += 1
         picks = []
         for i, token in enumerate(proposal):
-            piece = self.model.token_piece(token)
+            piece = self.vocab.pieces[token]
             heal = heal[min(len(heal), len(piece)) :]
             picks.append(self.model.argmax_at(i, self._healing_candidates(heal)))
         checked.start(slot, start, picks, self.model)

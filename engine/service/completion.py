@@ -461,7 +461,7 @@ class CompletionService:
             request,
             Priority.INTERACTIVE,
             label=f"complete {state.doc_id} v{state.version}",
-            on_text=lambda text, marks: _call_soon(loop, suggestion.update, text, marks),
+            on_text=lambda text, marks: _call_soon(loop, grow, suggestion, text, marks),
         )
         record.job = DocJob(state, suggestion, job.cancel.cancel)
         job_future = job.future
@@ -537,9 +537,9 @@ class CompletionService:
             self.host.request_failed(fut.exception())
         cancelled = completion is None or completion.cancelled
         if completion is not None and not cancelled:
-            suggestion.update(completion.text, completion.marks, done=True)
+            grow(suggestion, completion.text, completion.marks, done=True)
         else:  # stopped: what streamed stays, for the user who types into it
-            suggestion.update(suggestion.text, cancelled=True)
+            grow(suggestion, suggestion.text, cancelled=True)
         if record.job is not None and record.job.suggestion is suggestion:
             record.job = None
         total_ms = (time.perf_counter() - arrived) * 1000
@@ -603,6 +603,22 @@ class CompletionService:
         self.events.stats(stats)
 
 
+def grow(
+    suggestion: Suggestion,
+    text: str,
+    marks: tuple[Mark, ...] | None = None,
+    *,
+    done: bool = False,
+    cancelled: bool = False,
+) -> None:
+    """The suggestion's text grows as the model streams it (or it ends): who waits on it
+    hears of it (the request it answers, to answer and to show its growth; typed-through
+    requests waiting for text). The one writer of a suggestion, on the event loop."""
+    suggestion.update(text, marks, done=done, cancelled=cancelled)
+    for listener in list(suggestion.listeners):
+        listener(suggestion)
+
+
 def _typed_into(state: CursorState, suggestion: Suggestion, text: str, typed: str = "") -> bool:
     """Whether `text` (the document after an edit) is `state`'s document with characters of
     the suggestion typed at the cursor (after `typed`, already typed into it at `state`): the
@@ -635,9 +651,10 @@ def _typed_all_of(state: CursorState, suggestion: Suggestion, text: str, typed: 
 
 def _call_soon(
     loop: asyncio.AbstractEventLoop,
-    fn: Callable[[str, tuple[Mark, ...]], None],
+    fn: Callable[[Suggestion, str, tuple[Mark, ...]], None],
+    suggestion: Suggestion,
     text: str,
     marks: tuple[Mark, ...],
 ) -> None:
     """Hand streamed text to the event loop (from the model thread)."""
-    loop.call_soon_threadsafe(fn, text, marks)
+    loop.call_soon_threadsafe(fn, suggestion, text, marks)

@@ -88,6 +88,8 @@ class Suggestion:
     cancelled: bool = False
     marks: tuple[Mark, ...] = ()
     rule: Confidence | None = None  # what is worth showing of it (None: all)
+    # Who waits on it (the request it answers, typed-through requests); the service that
+    # grows it tells them (engine/service/completion.py `grow`).
     listeners: list[Callable[[Suggestion], None]] = field(default_factory=list)
 
     def shown(self, typed: str = "") -> str:
@@ -113,8 +115,6 @@ class Suggestion:
             self.marks = marks
         self.cancelled = self.cancelled or cancelled
         self.done = self.done or done or cancelled  # a cancelled suggestion will not grow
-        for listener in list(self.listeners):
-            listener(self)
 
     def could_continue(self, typed: str) -> bool:
         """Typing `typed` into this suggestion leaves something to show, now or once it grows."""

@@ -74,23 +74,22 @@ def test_cancel_stops_between_decode_calls_without_the_abort_callback(tiny_gguf:
         chunk = 32
         assert len(tokens) > 8 * chunk
 
-        class CancelAfter(CancelToken):
-            """Set once the prefill has looked at it `n` times (once before each chunk)."""
+        # The cancel arrives while the third chunk decodes (as the next keystroke would).
+        cancel, done = CancelToken(), 0
+        observe = session.cost.observe
 
-            __slots__ = ("left",)
+        def observe_then_cancel(n_tokens: int, ms: float) -> None:
+            nonlocal done
+            observe(n_tokens, ms)
+            done += 1
+            if done == 3:
+                cancel.cancel()
 
-            def __init__(self, n: int) -> None:
-                super().__init__()
-                self.left = n
-
-            @property
-            def cancelled(self) -> bool:
-                self.left -= 1
-                return self.left < 0
-
+        session.cost.observe = observe_then_cancel  # type: ignore[method-assign]
         chunks = session.prefill_chunks
         with pytest.raises(Cancelled):
-            prefill(session, tokens, CancelAfter(3), chunk_tokens=chunk)
+            prefill(session, tokens, cancel, chunk_tokens=chunk)
+        session.cost.observe = observe  # type: ignore[method-assign]
         assert session.prefill_chunks - chunks == 3  # stopped at the next boundary
         held = session.slots.tokens(SLOT_FULL)
         assert held == tokens[: 3 * chunk]  # whole chunks kept, nothing half-written

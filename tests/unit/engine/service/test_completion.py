@@ -13,9 +13,10 @@ import pytest
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.config import EngineConfig
-from ghostfim.engine.service.completion import CompletionService, CursorState
+from ghostfim.engine.service.completion import CompletionService, CursorState, grow
 from ghostfim.engine.service.filter import too_much_after_cursor
 from ghostfim.engine.service.scheduler import Priority
+from ghostfim.engine.service.suggestions import Suggestion
 from ghostfim.lsp.settings import parse_settings
 from ghostfim.lsp.wire import status_json
 from tests.support.fakes import (
@@ -38,6 +39,17 @@ async def cleanup() -> AsyncIterator[list[CompletionService]]:
     yield services
     for service in services:
         await service.shutdown()
+
+
+def test_who_waits_on_a_suggestion_hears_every_growth_and_its_end() -> None:
+    seen: list[tuple[str, bool]] = []
+    s = Suggestion()
+    s.listeners.append(lambda x: seen.append((x.text, x.done)))
+    grow(s, "a")
+    grow(s, "ab", done=True)
+    assert seen == [("a", False), ("ab", True)]
+    s.update("abc")  # the data alone: nobody is told (only the service grows suggestions)
+    assert seen == [("a", False), ("ab", True)]
 
 
 # --- typed-through ---------------------------------------------------------------------------

@@ -53,15 +53,6 @@ def test_an_empty_suggestion_in_its_prefill_says_nothing_about_the_next_characte
     assert not Suggestion(text="ab", done=True).could_continue("ab")
 
 
-def test_listeners_hear_every_update() -> None:
-    seen: list[tuple[str, bool]] = []
-    s = Suggestion()
-    s.listeners.append(lambda x: seen.append((x.text, x.done)))
-    s.update("a")
-    s.update("ab", done=True)
-    assert seen == [("a", False), ("ab", True)]
-
-
 def test_typed_through_is_bounded_and_keys_are_windows() -> None:
     cache = SuggestionCache()
     long = "x" * (MAX_TYPED_THROUGH + 50)
