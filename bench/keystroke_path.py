@@ -12,12 +12,20 @@ Counting: each distinct call from one function to another in a different file is
 there, and its return one move back (a loop that calls the same function again is read once).
 So `moves` = 2 x the distinct cross-file calls, and `files` = the distinct files entered.
 
-Two paths are counted:
-- the main line: the chains of calls from the handler down to the model (every call into
-  engine/local/native.py, the llama.cpp layer) and back out (the suggestion's clean-up in
-  engine/text/finish.py, the ghost text and stats notifications in lsp/wire.py): what a reviewer
-  follows, and what the README's architecture section draws;
-- every call: the main line plus each side lookup (a property, a helper that returns at once).
+Three paths are counted:
+- the main line: the chains of calls from the handler to the effects of a keystroke, that is
+  down to the model (every call into engine/local/native.py, the llama.cpp layer) and back out
+  to the editor (the ghost text and stats notifications in lsp/wire.py), and what the handler
+  itself calls: what a reviewer follows, and what the README's architecture section draws;
+- the main line and its pure steps: also every call a function of the main line makes into
+  another file that reaches no effect (the plan, the suggestion's clean-up, the KV slots'
+  books, the display rule...): what a reviewer who opens every step reads;
+- every call: the main line plus each side lookup (a property, a helper that returns at once),
+  from anywhere.
+
+One rule for all: a call is on the main line when it leads to the model or to the editor. A
+pure step is read by its name and its result (`plan = self.planner.plan(request, parts)`,
+`return finish(...)`): its file is one step aside, counted in the second path.
 """
 
 from __future__ import annotations
@@ -38,10 +46,10 @@ TEXT = "import math\n\n\ndef norm(values):\n    total = 0\n    for v in values:\
 URI = "file:///tmp/keystroke_path.py"
 
 
-# The main line's ends: calls into the model, the suggestion's last step, what goes out.
+# The main line's ends: calls into the model and what goes out to the editor; and the job's
+# hand-over to the model thread, where the Python call chain breaks (the thread runs it later).
 KEY_CALLS = {
     ("engine/local/native.py", None),
-    ("engine/text/finish.py", "finish"),
     ("engine/service/scheduler.py", "submit_completion"),
     ("lsp/wire.py", "ghost_text"),
     ("lsp/wire.py", "stats"),
@@ -103,12 +111,24 @@ class CallRecorder:
         handler = [e for e in self.edges if e[:2] == ("lsp/server.py", "inline_completion")]
         return [*handler, *(e for e in self.main if e not in handler)]
 
-    def cross_file(self, main: bool = False) -> list[Edge]:
-        return [e for e in (self.main_line() if main else self.edges) if e[0] != e[2]]
+    def with_steps(self) -> list[Edge]:
+        """The main line, and each call its functions make into another file."""
+        main = self.main_line()
+        on_line = {(a, fa) for a, fa, _, _ in main} | {(b, fb) for _, _, b, fb in main}
+        steps = [e for e in self.edges if (e[0], e[1]) in on_line and e not in main]
+        return [*main, *steps]
 
-    def files(self, main: bool = False) -> list[str]:
+    def path(self, which: str) -> list[Edge]:
+        if which == "main":
+            return self.main_line()
+        return self.with_steps() if which == "steps" else list(self.edges)
+
+    def cross_file(self, which: str) -> list[Edge]:
+        return [e for e in self.path(which) if e[0] != e[2]]
+
+    def files(self, which: str) -> list[str]:
         seen: dict[str, None] = {}
-        for a, _, b, _ in self.main_line() if main else self.edges:
+        for a, _, b, _ in self.path(which):
             seen.setdefault(a, None)
             seen.setdefault(b, None)
         return list(seen)
@@ -191,12 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     recorder = asyncio.run(one_keystroke(args.model))
     print(f"one keystroke (cache miss, warm slot), model {args.model}:")
-    for main, title in ((True, "main line"), (False, "every call")):
-        cross = recorder.cross_file(main)
-        files = recorder.files(main)
+    paths = (
+        ("main", "main line"),
+        ("steps", "main line and its pure steps"),
+        ("every", "every call"),
+    )
+    for which, title in paths:
+        cross = recorder.cross_file(which)
+        files = recorder.files(which)
         print(f"  {title}: {len(files)} files, {2 * len(cross)} moves between files")
         print("    " + ", ".join(files))
-        if args.show or main:
+        if args.show or which == "main":
             for a, fa, b, fb in cross:
                 print(f"      {a}:{fa} -> {b}:{fb}")
     print(f"({time.perf_counter() - started:.1f} s)")

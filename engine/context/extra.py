@@ -93,16 +93,17 @@ class ExtraContextBuilder:
         extra: ExtraContext | None,
         cost: CostModel,
         room: int,
-    ) -> tuple[PromptParts, int]:
-        """`parts` with the extra context before its FIM prefix (after BOS), and how many
-        tokens that added. `room`: tokens the KV slot has left for it."""
+    ) -> PromptParts:
+        """`parts` with the extra context before its FIM prefix (after BOS), its size in
+        `extra_tokens`. `room`: tokens the KV slot has left for it."""
         if extra is None or not self.supported:
-            return parts, 0
+            return parts
         budget = self.auto_budget(cost) if extra.budget is None else extra.budget
         window = parts.prefix_text + "".join(parts.suffix_units)
         tokens, _ = self.head(extra, window, min(budget, room))
         if not tokens:
-            return parts, 0
+            return parts
         bos = self.template.bos
         k = 1 if bos >= 0 and parts.head[:1] == [bos] else 0
-        return replace(parts, head=[*parts.head[:k], *tokens, *parts.head[k:]]), len(tokens)
+        head = [*parts.head[:k], *tokens, *parts.head[k:]]
+        return replace(parts, head=head, extra_tokens=len(tokens))

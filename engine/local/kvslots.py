@@ -18,18 +18,18 @@ the whole context) and kept with their token list in a RAM LRU bounded in bytes.
 shares more with a snapshot than with any slot, the snapshot is restored into the slot it goes
 to (`llama_state_seq_set_data`), and the prompt costs what a warm keystroke costs.
 
-Planning (`plan_*`) only reads; `prepare` carries a plan out, and the session reports every
-token it decodes into a slot (`append`): this module is the only keeper of what the cells hold.
-Not thread-safe: the session calls it under its lock, on the model thread.
+This module keeps the books and calls no llama.cpp: planning (`plan_*`) only reads; the session
+(engine/local/session.py, the one owner of the context) changes the cells, saving, restoring or
+dropping them, and records each change here (`append`, `truncate`, `keep_snapshot`,
+`restored`): this module is the only keeper of what the cells hold. Not thread-safe: the session
+calls it under its lock, on the model thread.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ghostfim.engine.backend import KvEvent, KvStatus
 from ghostfim.engine.config import DEFAULT_BUDGETS
@@ -44,14 +44,6 @@ GENERATION_ROOM = 256 + 64
 MIN_USEFUL_REUSE = 8  # cached tokens a prompt must share with a slot to be written into it
 # A slot's window worth keeping when it is overwritten: less than this re-prefills in a moment.
 MIN_SNAPSHOT_TOKENS = 32
-
-
-class SequenceStore(Protocol):
-    """What the slots need from the context (engine.native.NativeModel has it)."""
-
-    def kv_remove_from(self, pos: int, seq: int = 0) -> None: ...
-    def seq_state(self, seq: int) -> bytes: ...
-    def restore_seq_state(self, data: bytes, seq: int) -> None: ...
 
 
 @dataclass
@@ -73,7 +65,7 @@ class SlotPlan:
     """Where a prompt goes: the slot, what it holds once prepared, and a snapshot to restore."""
 
     slot: int
-    cached: list[int]  # the tokens the slot holds after `prepare` (before the prefill): a copy
+    cached: list[int]  # what the slot holds once prepared (session.prepare_slot): a copy
     restore: Snapshot | None = None
 
     def reuse(self, tokens: list[int]) -> int:
@@ -99,13 +91,7 @@ class _Slot:
 
 
 class KvSlots:
-    def __init__(
-        self,
-        store: SequenceStore,
-        n_ctx: int,
-        snapshot_bytes: int = DEFAULT_BUDGETS.snapshot_bytes,
-    ) -> None:
-        self.store = store
+    def __init__(self, n_ctx: int, snapshot_bytes: int = DEFAULT_BUDGETS.snapshot_bytes) -> None:
         self.n_ctx = n_ctx
         self.snapshot_bytes = snapshot_bytes
         self._slots = [_Slot() for _ in range(N_SLOTS)]
@@ -184,47 +170,35 @@ class KvSlots:
                 found, found_n = snapshot, n
         return found
 
-    # --- carrying a plan out ---------------------------------------------------------------
-    def prepare(self, plan: SlotPlan, doc_id: str, keep: int) -> None:
-        """Make plan.slot hold plan.cached[:keep], saving a window that would be lost."""
-        slot = self._slots[plan.slot]
-        if plan.restore is not None:
-            self._save(plan.slot)
-            started = time.perf_counter()
-            self.store.restore_seq_state(plan.restore.state, plan.slot)
-            slot.tokens = list(plan.restore.tokens)
-            self._drop_snapshot(plan.restore)
-            self.stats.restored += 1
-            self.stats.last_restore_ms = (time.perf_counter() - started) * 1000
-            self.stats.recent.append(
-                KvEvent(
-                    "restore",
-                    plan.restore.doc_id,
-                    len(slot.tokens),
-                    plan.restore.nbytes,
-                    self.stats.last_restore_ms,
-                )
-            )
-            log.debug(
-                "restored %d tokens of %s into slot %d (%.1f ms)",
-                len(slot.tokens),
-                plan.restore.doc_id,
-                plan.slot,
-                self.stats.last_restore_ms,
-            )
-        elif plan.slot in KEYSTROKE_SLOTS and keep < len(slot.tokens) // 2:
-            self._save(plan.slot)  # most of its window goes: keep it for when the user is back
+    # --- what the session did to the cells ---------------------------------------------------
+    def claim(self, slot: int, doc_id: str) -> None:
+        """The slot is being prefilled for doc_id (its LRU clock and owner)."""
         self._uses += 1
-        slot.used = self._uses
-        slot.doc_id = doc_id
-        self.truncate(plan.slot, keep)
+        self._slots[slot].used = self._uses
+        self._slots[slot].doc_id = doc_id
 
     def truncate(self, slot: int, keep: int) -> None:
-        """Drop a slot's cells from position keep on."""
-        tokens = self._slots[slot].tokens
-        if keep < len(tokens):
-            self.store.kv_remove_from(keep, slot)
-            del tokens[keep:]
+        """The slot's cells from position keep on were dropped."""
+        del self._slots[slot].tokens[keep:]
+
+    def restored(self, plan: SlotPlan, ms: float) -> None:
+        """plan.restore's cells were written into plan.slot: its snapshot is a slot again."""
+        snapshot = plan.restore
+        assert snapshot is not None
+        self._slots[plan.slot].tokens = list(snapshot.tokens)
+        self._drop_snapshot(snapshot)
+        self.stats.restored += 1
+        self.stats.last_restore_ms = ms
+        self.stats.recent.append(
+            KvEvent("restore", snapshot.doc_id, len(snapshot.tokens), snapshot.nbytes, ms)
+        )
+        log.debug(
+            "restored %d tokens of %s into slot %d (%.1f ms)",
+            len(snapshot.tokens),
+            snapshot.doc_id,
+            plan.slot,
+            ms,
+        )
 
     def clear(self) -> None:
         """Every slot emptied (the caller cleared the context); snapshots stay valid."""
@@ -247,21 +221,26 @@ class KvSlots:
         self._snapshots.clear()
 
     # --- snapshots ---------------------------------------------------------------------------
-    def _save(self, slot_index: int) -> None:
+    def save_before(self, plan: SlotPlan, keep: int) -> bool:
+        """Whether the window plan.slot holds is worth a snapshot before the plan overwrites it:
+        a restore overwrites all of it; a keystroke slot that keeps less than half of it
+        loses most of it (the user may come back)."""
+        held = len(self._slots[plan.slot].tokens)
+        evicts = plan.restore is not None or (plan.slot in KEYSTROKE_SLOTS and keep < held // 2)
+        return evicts and self.wants_snapshot(plan.slot)
+
+    def wants_snapshot(self, slot: int) -> bool:
+        """A window long enough to be worth keeping, not kept already, with room for some."""
+        tokens = self._slots[slot].tokens
+        if len(tokens) < MIN_SNAPSHOT_TOKENS or self.snapshot_bytes <= 0:
+            return False
+        # A restored window left again unchanged is still kept.
+        return not any(s.tokens == tokens for s in self._snapshots.values())
+
+    def keep_snapshot(self, slot_index: int, state: bytes, save_ms: float) -> None:
+        """The slot's cells, serialized by the session (one sequence's KV)."""
         slot = self._slots[slot_index]
-        if len(slot.tokens) < MIN_SNAPSHOT_TOKENS or self.snapshot_bytes <= 0:
-            return
-        if any(s.tokens == slot.tokens for s in self._snapshots.values()):
-            return  # already kept (restored, then left again unchanged)
-        started = time.perf_counter()
-        try:
-            state = self.store.seq_state(slot_index)
-        except Exception as exc:  # a snapshot is an optimisation: never fail the request
-            log.warning("could not snapshot slot %d: %s", slot_index, exc)
-            return
-        snapshot = Snapshot(
-            slot.doc_id, list(slot.tokens), state, (time.perf_counter() - started) * 1000
-        )
+        snapshot = Snapshot(slot.doc_id, list(slot.tokens), state, save_ms)
         if snapshot.nbytes > self.snapshot_bytes:
             return
         self._snapshot_ids += 1

@@ -1,8 +1,9 @@
 """The plan for one request: which prompt, in which KV slot, prefilled in chunks of what size.
 
-Pure policy: a function of the prompt parts (engine/prompt/builder.py), what the KV slots hold
-(engine/local/kvslots.py, read only) and the measured cost of a prefill on this machine
-(engine/local/speed.py). No llama.cpp here; `ModelSession` carries the plan out.
+Pure policy: a function of the prompt parts (engine/prompt/builder.py: tokenized by the session
+before it asks, one per prefix window), what the KV slots hold (engine/local/kvslots.py, read
+only) and the measured cost of a prefill on this machine (engine/local/speed.py). No llama.cpp,
+no tokenizer here; `ModelSession` carries the plan out.
 
 Keystroke windows. Where a keystroke slot (or a snapshot of this document) holds the wide
 window, a keystroke costs its typed tokens. At a new place the wide window costs seconds on a
@@ -23,13 +24,13 @@ slot, brings the whole suffix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ghostfim.engine.backend import CompletionRequest
-from ghostfim.engine.context.extra import ExtraContextBuilder
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan, common_prefix_len
 from ghostfim.engine.local.speed import PrefillCostModel
-from ghostfim.engine.prompt.builder import PREFIX_SLACK, Prompt, PromptBuilder, PromptParts
+from ghostfim.engine.prompt.builder import PREFIX_SLACK, Prompt, PromptParts
 
 # A keystroke prompt's prefix window is what a cold prefill decodes in about this long, so the
 # first keystroke at a new place shows ghost text soon (on a GPU: the whole prefix budget) ...
@@ -97,20 +98,39 @@ class PromptPlan:
 
 @dataclass
 class Planner:
-    builder: PromptBuilder
+    """Chooses among a request's prompt parts, one per prefix window (`windows_for`), which
+    the session tokenizes first (engine/prompt/builder.py)."""
+
     slots: KvSlots  # read only: planning changes nothing
-    extra: ExtraContextBuilder
     cost: PrefillCostModel
     windows: Windows
     keystroke_prefill_ms: float
     max_chunk_tokens: int  # the context's n_batch
+    prefix_budget: int  # of a full prompt
+    suffix_budget: int
 
-    def plan(self, request: CompletionRequest) -> PromptPlan:
+    def windows_for(self, request: CompletionRequest) -> tuple[int, ...]:
+        """The prefix windows (in tokens) whose prompt parts `plan` takes, the widest first:
+        a full prompt's budget; a keystroke's wide window, and the narrow start window where
+        this device has one (a background job prepares the wide window: that one alone)."""
         if request.mode == "full":
-            prompt, slot = self._full(request), self.slots.plan_full()
+            return (self.prefix_budget,)
+        if request.background or not self.windows.has_narrow:
+            return (self.windows.wide_tokens,)
+        return (self.windows.wide_tokens, self.windows.start_tokens)
+
+    @property
+    def extra_room(self) -> int:
+        """Tokens a full prompt's slot has left for context from other files."""
+        return self.slots.prompt_room - int(self.prefix_budget * PREFIX_SLACK) - self.suffix_budget
+
+    def plan(self, request: CompletionRequest, parts: Sequence[PromptParts]) -> PromptPlan:
+        """`parts`: the request's prompt parts for each of `windows_for(request)`, in order."""
+        if request.mode == "full":
+            prompt, slot = parts[0].prompt(), self.slots.plan_full()
             stable = 0
         else:
-            prompt, slot = self._keystroke(request)
+            prompt, slot = self._keystroke(parts)
             stable = 0 if request.background else prompt.stable_tokens
         chunk = self.chunk_tokens(request.background, request.mode == "full")
         return PromptPlan(prompt, slot, chunk, stable)
@@ -125,41 +145,25 @@ class Planner:
         within = self.cost.tokens_within(budget_ms)
         return max(MIN_CHUNK_TOKENS, min(self.max_chunk_tokens, within))
 
-    # --- full prompts ------------------------------------------------------------------------
-    def _full(self, request: CompletionRequest) -> Prompt:
-        b = self.builder
-        parts = b.parts(
-            request.doc_id, request.prefix, request.suffix, request.line, b.prefix_budget
-        )
-        # Context from other files goes before the FIM prefix, in what the slot has left.
-        room = self.slots.prompt_room - int(b.prefix_budget * PREFIX_SLACK) - b.suffix_budget
-        parts, n_extra = self.extra.apply(parts, request.extra_context, self.cost, room)
-        return replace(b.assemble(parts), extra_tokens=n_extra)
-
     # --- keystroke prompts ---------------------------------------------------------------------
-    def _keystroke(self, request: CompletionRequest) -> tuple[Prompt, SlotPlan]:
+    def _keystroke(self, parts: Sequence[PromptParts]) -> tuple[Prompt, SlotPlan]:
         """The wide window when it is warm, the narrow one when only that is warm, else the
         widest whose new tokens fit a cold start (see the module's docstring)."""
         affordable = self.cost.tokens_within(self.keystroke_prefill_ms)
-        wide, wide_slot, wide_new = self._candidate(request, self.windows.wide_tokens)
-        if request.background or not self.windows.has_narrow or wide_new <= affordable:
-            return wide, wide_slot  # warm: the usual keystroke, one prompt built
-        narrow, narrow_slot, narrow_new = self._candidate(request, self.windows.start_tokens)
+        wide, wide_slot, wide_new = self._candidate(parts[0], narrow=False)
+        if len(parts) < 2 or wide_new <= affordable:
+            return wide, wide_slot  # warm: the usual keystroke
+        narrow, narrow_slot, narrow_new = self._candidate(parts[1], narrow=True)
         if narrow_new <= affordable:
             return narrow, narrow_slot
         if wide_new > self.cost.tokens_within(KEYSTROKE_START_MS):
             return narrow, narrow_slot
         return wide, wide_slot
 
-    def _candidate(self, request: CompletionRequest, budget: int) -> tuple[Prompt, SlotPlan, int]:
-        """The keystroke prompt with a prefix window of `budget` tokens, its slot, its new
-        tokens."""
-        parts = self.builder.parts(
-            request.doc_id, request.prefix, request.suffix, request.line, budget
-        )
+    def _candidate(self, parts: PromptParts, narrow: bool) -> tuple[Prompt, SlotPlan, int]:
+        """The keystroke prompt of one window, its slot, its new tokens."""
         slot = self._slot_for(parts)
-        prompt = self._layout(parts, slot.cached)
-        prompt = replace(prompt, narrow=budget < self.windows.wide_tokens)
+        prompt = replace(self._layout(parts, slot.cached), narrow=narrow)
         return prompt, slot, len(prompt.tokens) - slot.reuse(prompt.tokens)
 
     def _slot_for(self, parts: PromptParts) -> SlotPlan:
@@ -172,23 +176,19 @@ class Planner:
         return max(plans, key=lambda p: p[0].reuse(p[1]))[0]
 
     def _layout(self, parts: PromptParts, cached: list[int]) -> Prompt:
-        """The whole-suffix FIM prompt when the keystroke can afford it, else the plain prefix."""
-        if not parts.suffix_units or self.builder.template.layout != "psm":
-            return self.builder.assemble(parts)
+        """The whole-suffix FIM prompt when the keystroke can afford it, else the plain prefix
+        (a layout with no suffix units, SPM or prefix-only, is always the former)."""
+        if not parts.suffix_units:
+            return parts.prompt()
         affordable = self.cost.tokens_within(self.keystroke_prefill_ms)
-        if self._new_tokens(parts, len(parts.suffix_units), cached) <= affordable:
-            return self.builder.assemble(parts)
-        return self.builder.plain(parts)
+        if self._new_tokens(parts, cached) <= affordable:
+            return parts.prompt()
+        return parts.plain()
 
-    def _new_tokens(self, parts: PromptParts, n_units: int, cached: list[int]) -> int:
-        """Prompt tokens a prefill with n_units of suffix would decode, given the cache."""
+    def _new_tokens(self, parts: PromptParts, cached: list[int]) -> int:
+        """Prompt tokens a prefill of the whole-suffix prompt would decode, given the cache."""
         lcp_head = common_prefix_len(cached, parts.head)
         if lcp_head < len(parts.head):  # the usual keystroke: everything after the edit is new
-            return (
-                len(parts.head)
-                - lcp_head
-                + sum(parts.suffix_unit_tokens[:n_units])
-                + len(parts.tail)
-            )
-        tokens = self.builder.assemble(parts, n_units).tokens  # the same state again: exact
+            return len(parts.head) - lcp_head + sum(parts.suffix_unit_tokens) + len(parts.tail)
+        tokens = parts.prompt().tokens  # the same state again: exact
         return len(tokens) - common_prefix_len(cached, tokens)

@@ -2,10 +2,12 @@
 
 Everything else asks `ModelSession.complete`, whose phases read top to bottom:
 
-    plan            -> the prompt, its KV slot, its chunk size (engine/local/plan.py: pure
-                       policy; it reads the slots and changes nothing)
-    prefill         -> reuse the longest common prefix with what the slot holds (restoring a
-                       document's snapshot first when it holds more), decode the rest in chunks
+    plan            -> the prompt's parts, tokenized (engine/prompt/builder.py), then the
+                       pure plan: which prompt, in which KV slot, in chunks of what size
+                       (engine/local/plan.py; it reads the slots and changes nothing)
+    prefill         -> reuse the longest common prefix with what the slot holds (prepare_slot:
+                       the cells change here, kvslots.py keeps the books; a document's
+                       snapshot is restored first when it holds more), decode the rest in chunks
                        with a cancellation check between chunks (and llama.cpp's abort callback
                        inside a chunk on the CPU); its last logits give token one
     decode_n_tokens -> greedy decode one token at a time until a stop rule fires; each token's
@@ -29,6 +31,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
@@ -46,7 +49,7 @@ from ghostfim.engine.backend import (
 from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets, BudgetsInEffect
 from ghostfim.engine.context.extra import ExtraContextBuilder
 from ghostfim.engine.local import native
-from ghostfim.engine.local.kvslots import KvSlots
+from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
 from ghostfim.engine.local.plan import Planner, PromptPlan, Windows
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
@@ -88,9 +91,7 @@ class Checked:
             self.kept += 1
             return pick
         self.active = False
-        keep = self._start + c + 1
-        self._model.kv_remove_from(keep, self._slot)
-        slots.truncate(self._slot, keep)
+        drop_cells(slots, self._model, self._slot, self._start + c + 1)
         return pick
 
 
@@ -131,7 +132,7 @@ class ModelSession:
             model.n_ctx,
             model.size_bytes(),
         )
-        self.slots = KvSlots(model, model.n_ctx, budgets.snapshot_bytes)
+        self.slots = KvSlots(model.n_ctx, budgets.snapshot_bytes)
         self.extra = ExtraContextBuilder(self.tokenize, self.template)  # other files' chunks
         # The vocabulary as Python data (each token's bytes, the end tokens, token healing's
         # index): the decode loop looks tokens up instead of calling llama.cpp per token.
@@ -170,7 +171,7 @@ class ModelSession:
         in_effect = fit_budgets(budgets, self.slots.prompt_room)
         b = in_effect.effective
         self.slots.set_snapshot_limit(b.snapshot_bytes)
-        builder = PromptBuilder(
+        self.builder = PromptBuilder(
             self.tokenize,
             self.template,
             piece=self.vocab.pieces.__getitem__,
@@ -179,20 +180,19 @@ class ModelSession:
         )
         self.budgets = in_effect
         self.planner = Planner(
-            builder,
             self.slots,
-            self.extra,
             self.cost,
             Windows.sized(self.cost, b.prefix_tokens),
             b.keystroke_prefill_ms,
             self.model.n_batch,
+            b.prefix_tokens,
+            b.suffix_tokens,
         )
         return in_effect
 
     def resize_windows(self) -> None:
         """The cost model changed (calibration): the keystroke windows follow it."""
-        prefix = self.planner.builder.prefix_budget
-        self.planner.windows = Windows.sized(self.cost, prefix)
+        self.planner.windows = Windows.sized(self.cost, self.builder.prefix_budget)
 
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
         """A cold prefill of n_tokens at the speed measured when the model loaded."""
@@ -231,7 +231,7 @@ class ModelSession:
     ) -> Completion:
         timings = Timings()
         start = time.perf_counter()
-        plan = self.last_plan = self.planner.plan(request)
+        plan = self.last_plan = self.plan(request)
         prompt = plan.prompt
         timings.prompt_ms = (time.perf_counter() - start) * 1000
         timings.suffix_tokens = prompt.suffix_tokens
@@ -309,6 +309,21 @@ class ModelSession:
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
         return done(raw, reason)
 
+    # --- phase 1: plan ----------------------------------------------------------------------
+    def plan(self, request: CompletionRequest) -> PromptPlan:
+        """The prompt's parts for each window the plan chooses among, tokenized here
+        (engine/prompt/builder.py; a full prompt's context from other files too), then the
+        pure plan: which prompt, in which slot (engine/local/plan.py)."""
+        parts = [
+            self.builder.parts(request.doc_id, request.prefix, request.suffix, request.line, w)
+            for w in self.planner.windows_for(request)
+        ]
+        if request.mode == "full":
+            parts[0] = self.extra.apply(
+                parts[0], request.extra_context, self.cost, self.planner.extra_room
+            )
+        return self.planner.plan(request, parts)
+
     # --- phase 2: prefill -------------------------------------------------------------------
     def prefill(
         self, plan: PromptPlan, cancel: CancelToken, *, doc_id: str = ""
@@ -327,7 +342,7 @@ class ModelSession:
             raise native.DecodeError(f"prompt of {len(tokens)} tokens does not fit n_ctx")
         keep = min(plan.slot.reuse(tokens), len(tokens) - 1)  # the last one gives the logits
         self._prefill_progress = (keep, 0)
-        self.slots.prepare(plan.slot, doc_id, keep)
+        prepare_slot(self.slots, self.model, plan.slot, doc_id, keep)
         todo = tokens[keep:]
         offset = 0
         pick: tuple[int, float] | None = None
@@ -375,7 +390,7 @@ class ModelSession:
         try:
             self.model.decode(tokens, position, want_logits=pick, seq=slot)
         except native.DecodeAborted:
-            self.model.kv_remove_from(position, slot)
+            self.model.kv_remove_from(position, slot)  # never recorded in the slots' books
             raise
         self.slots.append(slot, tokens)
         if not pick:
@@ -492,6 +507,48 @@ class ModelSession:
 
     def kv_status(self) -> KvStatus | None:
         return self.slots.status()
+
+
+# --- the KV cells: changed here, recorded in engine/local/kvslots.py -------------------------
+class Cells(Protocol):
+    """What changes a context's KV cells (native.NativeModel; tests use a fake)."""
+
+    def kv_remove_from(self, pos: int, seq: int = 0) -> None: ...
+    def seq_state(self, seq: int) -> bytes: ...
+    def restore_seq_state(self, data: bytes, seq: int) -> None: ...
+
+
+def prepare_slot(slots: KvSlots, cells: Cells, plan: SlotPlan, doc_id: str, keep: int) -> None:
+    """Make plan.slot hold plan.cached[:keep]: the window it held is saved first when the plan
+    overwrites most of it, plan.restore's snapshot is written into it, the cells from keep on
+    are dropped."""
+    if slots.save_before(plan, keep):
+        save_snapshot(slots, cells, plan.slot)
+    if plan.restore is not None:
+        started = time.perf_counter()
+        cells.restore_seq_state(plan.restore.state, plan.slot)
+        slots.restored(plan, (time.perf_counter() - started) * 1000)
+    slots.claim(plan.slot, doc_id)
+    drop_cells(slots, cells, plan.slot, keep)
+
+
+def drop_cells(slots: KvSlots, cells: Cells, slot: int, keep: int) -> None:
+    """Drop a slot's cells from position keep on."""
+    if keep < slots.length(slot):
+        cells.kv_remove_from(keep, slot)
+        slots.truncate(slot, keep)
+
+
+def save_snapshot(slots: KvSlots, cells: Cells, slot: int) -> None:
+    """Serialize one slot's cells (`llama_state_seq_get_data`: that sequence alone) into the
+    slots' snapshot LRU, for when the user comes back to its document."""
+    started = time.perf_counter()
+    try:
+        state = cells.seq_state(slot)
+    except Exception as exc:  # a snapshot is an optimisation: never fail the request
+        log.warning("could not snapshot slot %d: %s", slot, exc)
+        return
+    slots.keep_snapshot(slot, state, (time.perf_counter() - started) * 1000)
 
 
 def template_of(model: native.NativeModel) -> FimTemplate:

@@ -70,21 +70,6 @@ def fit_budgets(budgets: Budgets, prompt_room: int) -> BudgetsInEffect:
     return BudgetsInEffect(effective, tuple(clamps))
 
 
-@dataclass(frozen=True)
-class PromptParts:
-    """A prompt before the suffix budget is applied."""
-
-    head: list[int]  # PSM: [bos] PRE prefix SUF   | SPM: [bos] SUF suffix PRE prefix | prefix-only
-    suffix_units: list[str]  # PSM only: rest of the cursor line, then whole lines
-    suffix_unit_tokens: list[int]  # token count of each unit (counted alone: an estimate)
-    tail: list[int]  # PSM: [MID]
-    prefix_text: str
-    prefix_start_line: int
-    prefix_tokens: int
-    heal: bytes = b""  # text of the prefix's last token, taken out for token healing
-    plain_head: tuple[int, ...] = ()  # [bos] prefix: the same prefix with no FIM tokens
-
-
 # The last prefix tokens may merge with the next typed character (BPE): not stable.
 UNSTABLE_PREFIX_TOKENS = 2
 
@@ -102,6 +87,53 @@ class Prompt:
     heal: bytes = b""  # the generated text must start with this (token healing)
     narrow: bool = False  # a keystroke window narrower than the session's wide one
     extra_tokens: int = 0  # tokens of context from other files before the prefix (full prompts)
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt's pieces, tokenized: what the keystroke plan (engine/local/plan.py) chooses
+    between without calling the tokenizer again. `prompt()` is the FIM prompt with the whole
+    suffix, `plain()` the prefix alone."""
+
+    head: list[int]  # PSM: [bos] PRE prefix SUF   | SPM: [bos] SUF suffix PRE prefix | prefix-only
+    suffix_units: list[str]  # PSM only: rest of the cursor line, then whole lines
+    suffix_unit_tokens: list[int]  # token count of each unit (counted alone: an estimate)
+    tail: list[int]  # PSM: [MID]
+    prefix_text: str
+    prefix_start_line: int
+    prefix_tokens: int
+    heal: bytes = b""  # text of the prefix's last token, taken out for token healing
+    plain_head: tuple[int, ...] = ()  # [bos] prefix: the same prefix with no FIM tokens
+    suffix_ids: tuple[int, ...] = ()  # PSM: all the suffix units, tokenized together
+    extra_tokens: int = 0  # context from other files at the head's start, after BOS
+
+    def prompt(self) -> Prompt:
+        """The prompt with the whole suffix."""
+        tokens = [*self.head, *self.suffix_ids, *self.tail]
+        # head ends with the prefix (SPM, prefix-only) or with the prefix and one SUF token (PSM)
+        head_prefix_end = len(self.head) - (1 if self.tail else 0)
+        stable = max(0, head_prefix_end - UNSTABLE_PREFIX_TOKENS)
+        n_units = len(self.suffix_units)
+        return Prompt(
+            tokens,
+            self.prefix_tokens,
+            len(self.suffix_ids),
+            n_units,
+            n_units,
+            stable,
+            self.heal,
+            extra_tokens=self.extra_tokens,
+        )
+
+    def plain(self) -> Prompt:
+        """The prefix alone, as plain code to continue: no FIM tokens after the edit point.
+
+        A keystroke then decodes only the tokens it changed (one or two) instead of those plus
+        the FIM separators and whatever suffix follows. Measured on 100 held-out infills it is
+        as good as a FIM prompt without suffix (first-line exact match 0.38 vs 0.37)."""
+        tokens = list(self.plain_head)
+        stable = max(0, len(tokens) - UNSTABLE_PREFIX_TOKENS)
+        return Prompt(tokens, self.prefix_tokens, 0, 0, len(self.suffix_units), stable, self.heal)
 
 
 @dataclass
@@ -129,6 +161,7 @@ class PromptBuilder:
         self.suffix_budget = suffix_tokens
         self._line_tokens: LRUCache[str, int] = LRUCache(maxsize=8192)
         self._anchors: LRUCache[str, _Anchor] = LRUCache(maxsize=128)
+        self._suffix_ids: LRUCache[str, tuple[int, ...]] = LRUCache(maxsize=8)
 
     # --- token counting -----------------------------------------------------------------
     def count(self, text: str) -> int:
@@ -262,30 +295,16 @@ class PromptBuilder:
             n_prefix,
             heal,
             (*bos, *prefix_ids),
+            self.suffix_ids("".join(units)),
         )
 
-    def assemble(self, parts: PromptParts, n_units: int | None = None) -> Prompt:
-        """The prompt with the first n_units suffix units (all when None)."""
-        total = len(parts.suffix_units)
-        k = total if n_units is None else max(0, min(n_units, total))
-        suffix_ids = self.tokenize("".join(parts.suffix_units[:k])) if k else []
-        tokens = [*parts.head, *suffix_ids, *parts.tail]
-        # head ends with the prefix (SPM, prefix-only) or with the prefix and one SUF token (PSM)
-        head_prefix_end = len(parts.head) - (1 if parts.tail else 0)
-        stable = max(0, head_prefix_end - UNSTABLE_PREFIX_TOKENS)
-        return Prompt(tokens, parts.prefix_tokens, len(suffix_ids), k, total, stable, parts.heal)
-
-    def plain(self, parts: PromptParts) -> Prompt:
-        """The prefix alone, as plain code to continue: no FIM tokens after the edit point.
-
-        A keystroke then decodes only the tokens it changed (one or two) instead of those plus
-        the FIM separators and whatever suffix follows. Measured on 100 held-out infills it is
-        as good as a FIM prompt without suffix (first-line exact match 0.38 vs 0.37)."""
-        tokens = list(parts.plain_head)
-        stable = max(0, len(tokens) - UNSTABLE_PREFIX_TOKENS)
-        return Prompt(
-            tokens, parts.prefix_tokens, 0, 0, len(parts.suffix_units), stable, parts.heal
-        )
+    def suffix_ids(self, suffix: str) -> tuple[int, ...]:
+        """The suffix's tokens (cached: the prompts of one keystroke, and the next keystrokes
+        on the same line, share the suffix)."""
+        ids = self._suffix_ids.get(suffix)
+        if ids is None:
+            ids = self._suffix_ids[suffix] = tuple(self.tokenize(suffix)) if suffix else ()
+        return ids
 
 
 def _word_fragment(data: bytes) -> bool:

@@ -50,11 +50,9 @@ def test_full_prompt_holds_whole_suffix_keystroke_prompt_a_budget(
     small_session: ModelSession, sample_source: str
 ) -> None:
     prefix, suffix = split(sample_source, "def variance(values):\n    ")
-    full = small_session.planner.plan(
-        CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b")
-    ).prompt
+    full = small_session.plan(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b")).prompt
     small_session.complete(CompletionRequest(prefix=prefix, suffix=suffix, doc_id="b"))
-    plan = small_session.planner.plan(
+    plan = small_session.plan(
         CompletionRequest(prefix=prefix + '"', suffix=suffix, doc_id="b", mode="keystroke")
     )
     keystroke = plan.prompt

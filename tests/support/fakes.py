@@ -9,8 +9,8 @@
   `await service.configure(EngineConfig(model_path="fake", debounce_ms=0))` loads a FakeBackend.
 - `RecordingEvents` keeps what the service tells its editor integration, as the JSON the LSP
   server would send (lsp/wire.py), so assertions read like the protocol.
-- `FakeStore` is a KV sequence store for engine/local/kvslots.py (a list of tokens a sequence),
-  and `words` a stand-in tokenizer.
+- `FakeStore` is the KV cells the session changes (engine/local/session.py `Cells`: a list
+  of tokens a sequence), and `words` a stand-in tokenizer.
 """
 
 from __future__ import annotations
@@ -307,14 +307,16 @@ async def shutting_down(*services: CompletionService) -> AsyncIterator[list[Comp
 
 # --- the KV slots and the planner without llama.cpp -----------------------------------------
 class FakeStore:
-    """A llama.cpp context's sequences as token lists (kvslots' SequenceStore)."""
+    """A llama.cpp context's sequences as token lists (the session's `Cells`)."""
 
     def __init__(self) -> None:
         self.cells: dict[int, list[int]] = {0: [], 1: [], 2: []}
         self.saved = 0
         self.restored = 0
+        self.removed = 0
 
     def kv_remove_from(self, pos: int, seq: int = 0) -> None:
+        self.removed += 1
         del self.cells[seq][pos:]
 
     def seq_state(self, seq: int) -> bytes:

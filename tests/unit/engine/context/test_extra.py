@@ -44,12 +44,12 @@ def test_apply_puts_the_head_after_bos_only() -> None:
     parts = pb.parts("d", "def f():\n    ", "\nx = 1\n", 1)
     b = ExtraContextBuilder(words, with_bos)
     extra = ExtraContext((ContextChunk("o.py", code("o", 4), "file:///o.py"),), "d.py")
-    new, n = b.apply(parts, extra, PrefillCostModel(), room=500)
+    new = b.apply(parts, extra, PrefillCostModel(), room=500)
     assert (
-        n > 0
+        new.extra_tokens > 0
         and new.head[0] == 7
         and new.head[1] == 9
         and new.head[-len(parts.head) + 1 :] == (parts.head[1:])
     )
     assert new.plain_head == parts.plain_head  # the keystroke prompt is untouched
-    assert b.apply(parts, extra, PrefillCostModel(), room=3)[1] == 0  # no room: nothing
+    assert b.apply(parts, extra, PrefillCostModel(), room=3) == parts  # no room: nothing

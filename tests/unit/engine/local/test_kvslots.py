@@ -1,7 +1,8 @@
 """engine/local/kvslots.py: slot choice, snapshots of windows that are evicted, and their
-restore; the slots are the only keeper of what the cells hold.
+restore; the slots are the only keeper of what the cells hold, and the session's
+prepare_slot/drop_cells (engine/local/session.py) the only code that changes them.
 
-Unit tests use a fake sequence store (tests/support/fakes.py); the mechanics test uses a
+Unit tests use fake cells (tests/support/fakes.py); the mechanics test uses a
 self-made tiny model, where a restored snapshot must continue exactly as a recomputed prompt
 does."""
 
@@ -23,7 +24,7 @@ from ghostfim.engine.local.kvslots import (
     common_prefix_len,
 )
 from ghostfim.engine.local.plan import Windows
-from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.local.session import ModelSession, drop_cells, prepare_slot
 from tests.support.fakes import FakeStore
 
 
@@ -31,7 +32,7 @@ def fill(slots: KvSlots, store: FakeStore, tokens: list[int], doc: str) -> int:
     """What the session does for a keystroke prompt: plan, prepare, prefill (here: copy)."""
     plan = slots.plan_keystroke(tokens)
     keep = min(plan.reuse(tokens), len(tokens) - 1)
-    slots.prepare(plan, doc, keep)
+    prepare_slot(slots, store, plan, doc, keep)
     slots.append(plan.slot, tokens[slots.length(plan.slot) :])
     store.cells[plan.slot] = slots.tokens(plan.slot)
     return plan.slot
@@ -50,7 +51,7 @@ def test_common_prefix_len() -> None:
 
 
 def test_room_is_a_share_of_the_context_less_the_generation() -> None:
-    slots = KvSlots(FakeStore(), n_ctx=3 * 1024)
+    slots = KvSlots(n_ctx=3 * 1024)
     assert slots.cells_per_slot == 1024 and N_SLOTS == 3
     assert slots.prompt_room == 1024 - GENERATION_ROOM
     assert slots.fits(1022) and not slots.fits(1023)
@@ -58,14 +59,16 @@ def test_room_is_a_share_of_the_context_less_the_generation() -> None:
 
 def test_the_slots_own_their_token_lists() -> None:
     store = FakeStore()
-    slots = KvSlots(store, n_ctx=3 * 1024)
+    slots = KvSlots(n_ctx=3 * 1024)
     slots.append(SLOT_FULL, [1, 2, 3])
     copy = slots.tokens(SLOT_FULL)
     copy.append(99)  # a caller's copy: the slot is unchanged
     assert slots.tokens(SLOT_FULL) == [1, 2, 3] and slots.length(SLOT_FULL) == 3
     store.cells[SLOT_FULL] = [1, 2, 3]
-    slots.truncate(SLOT_FULL, 1)
+    drop_cells(slots, store, SLOT_FULL, 1)
     assert slots.tokens(SLOT_FULL) == [1] and store.cells[SLOT_FULL] == [1]
+    drop_cells(slots, store, SLOT_FULL, 1)  # nothing past keep: the cells are left alone
+    assert store.removed == 1
     plan = slots.plan_full()
     plan.cached.append(7)  # a plan's copy too
     assert slots.tokens(SLOT_FULL) == [1]
@@ -75,7 +78,7 @@ def test_the_slots_own_their_token_lists() -> None:
 
 def test_a_keystroke_goes_to_the_slot_that_shares_it_else_the_oldest() -> None:
     store = FakeStore()
-    slots = KvSlots(store, n_ctx=3 * 1024)
+    slots = KvSlots(n_ctx=3 * 1024)
     a, b = window(1), window(2)
     first = fill(slots, store, a, "a")
     second = fill(slots, store, b, "b")
@@ -87,7 +90,7 @@ def test_a_keystroke_goes_to_the_slot_that_shares_it_else_the_oldest() -> None:
 
 def test_an_evicted_window_is_kept_and_restored_when_the_user_is_back() -> None:
     store = FakeStore()
-    slots = KvSlots(store, n_ctx=3 * 1024)
+    slots = KvSlots(n_ctx=3 * 1024)
     a, b, c = window(1), window(2), window(3)
     for tokens, doc in ((a, "a"), (b, "b"), (c, "c")):  # c evicts a
         fill(slots, store, tokens, doc)
@@ -105,7 +108,7 @@ def test_an_evicted_window_is_kept_and_restored_when_the_user_is_back() -> None:
 def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> None:
     store = FakeStore()
     limit = 3 * 64 * 100 + 3 * 64 * 8  # room for three windows of 64 tokens
-    slots = KvSlots(store, n_ctx=3 * 1024, snapshot_bytes=limit)
+    slots = KvSlots(n_ctx=3 * 1024, snapshot_bytes=limit)
     for seed in range(1, 9):
         fill(slots, store, window(seed), f"doc{seed}")
     assert slots.snapshot_count == 3 and slots.snapshot_bytes_used <= limit
@@ -116,7 +119,7 @@ def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> N
     slots.set_snapshot_limit(64 * 100 + 64 * 8)  # a smaller limit drops the oldest
     assert slots.snapshot_count == 1
     short_store = FakeStore()
-    short = KvSlots(short_store, n_ctx=3 * 1024)
+    short = KvSlots(n_ctx=3 * 1024)
     for seed in (1, 2, 3):
         fill(short, short_store, window(seed, MIN_SNAPSHOT_TOKENS - 1), "x")
     assert short.snapshot_count == 0  # too small to be worth keeping
@@ -124,7 +127,7 @@ def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> N
 
 def test_the_status_reports_snapshots_saved_and_restored() -> None:
     store = FakeStore()
-    slots = KvSlots(store, n_ctx=3 * 1024, snapshot_bytes=10_000_000)
+    slots = KvSlots(n_ctx=3 * 1024, snapshot_bytes=10_000_000)
     for tokens, doc in ((window(1), "a"), (window(2), "b"), (window(3), "c")):
         fill(slots, store, tokens, doc)
     fill(slots, store, [*window(1), 5], "a")
@@ -143,7 +146,7 @@ def test_a_failing_snapshot_never_fails_the_request() -> None:
             raise RuntimeError("no memory")
 
     store = Broken()
-    slots = KvSlots(store, n_ctx=3 * 1024)
+    slots = KvSlots(n_ctx=3 * 1024)
     for tokens, doc in ((window(1), "a"), (window(2), "b"), (window(3), "c")):
         fill(slots, store, tokens, doc)
     assert slots.snapshot_count == 0 and slots.stats.saved == 0

@@ -18,8 +18,9 @@ from ghostfim.engine.local.plan import (
     PromptPlan,
     Windows,
 )
+from ghostfim.engine.local.session import prepare_slot
 from ghostfim.engine.local.speed import PrefillCostModel
-from ghostfim.engine.prompt.builder import PromptBuilder
+from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts
 from ghostfim.engine.prompt.fim import FimTemplate
 from tests.support.fakes import FakeStore, words
 
@@ -32,18 +33,38 @@ PREFIX = "".join(f"total_{i} = compute ( total_{i - 1} , {i} )\n" for i in range
 SUFFIX = "".join(f"\ndef after_{i} ( x ) :\n    return x + {i}\n" for i in range(12))
 
 
-def planner(cost: str = CPU, prefix_tokens: int = 400, n_batch: int = 256) -> Planner:
+class Planned:
+    """A Planner with what ModelSession.plan gives it: each window's prompt parts, tokenized
+    (here with a stand-in tokenizer), and a full prompt's extra context."""
+
+    def __init__(self, planner: Planner, builder: PromptBuilder) -> None:
+        self.planner, self.builder = planner, builder
+        self.extra = ExtraContextBuilder(builder.tokenize, QWEN)
+        self.slots, self.windows, self.cost = planner.slots, planner.windows, planner.cost
+        self.chunk_tokens = planner.chunk_tokens
+
+    def parts(self, request: CompletionRequest) -> list[PromptParts]:
+        r = request
+        parts = [
+            self.builder.parts(r.doc_id, r.prefix, r.suffix, r.line, window)
+            for window in self.planner.windows_for(r)
+        ]
+        if r.mode == "full":
+            parts[0] = self.extra.apply(
+                parts[0], r.extra_context, self.cost, self.planner.extra_room
+            )
+        return parts
+
+    def plan(self, request: CompletionRequest) -> PromptPlan:
+        return self.planner.plan(request, self.parts(request))
+
+
+def planner(cost: str = CPU, prefix_tokens: int = 400, n_batch: int = 256) -> Planned:
     c = PrefillCostModel.pinned(cost)
     builder = PromptBuilder(words, QWEN, prefix_tokens=prefix_tokens, suffix_tokens=200)
-    return Planner(
-        builder,
-        KvSlots(FakeStore(), n_ctx=3 * 4096),
-        ExtraContextBuilder(words, QWEN),
-        c,
-        Windows.sized(c, prefix_tokens),
-        80.0,
-        n_batch,
-    )
+    slots = KvSlots(n_ctx=3 * 4096)
+    windows = Windows.sized(c, prefix_tokens)
+    return Planned(Planner(slots, c, windows, 80.0, n_batch, prefix_tokens, 200), builder)
 
 
 def keystroke(typed: str = "resu", **changes: object) -> CompletionRequest:
@@ -51,11 +72,11 @@ def keystroke(typed: str = "resu", **changes: object) -> CompletionRequest:
     return CompletionRequest(PREFIX + typed, SUFFIX, **fields)  # type: ignore[arg-type]
 
 
-def prefilled(p: Planner, plan: PromptPlan, doc: str = "d") -> None:
+def prefilled(p: Planned, plan: PromptPlan, doc: str = "d") -> None:
     """What ModelSession.prefill leaves in the slots once a plan is carried out."""
     tokens = plan.prompt.tokens
     keep = min(plan.slot.reuse(tokens), len(tokens) - 1)
-    p.slots.prepare(plan.slot, doc, keep)
+    prepare_slot(p.slots, FakeStore(), plan.slot, doc, keep)
     p.slots.append(plan.slot.slot, tokens[keep:])
 
 
@@ -147,3 +168,23 @@ def test_extra_context_goes_before_a_full_prompts_prefix_only() -> None:
     assert full.prompt.tokens[full.prompt.extra_tokens :] == plain.prompt.tokens
     ks = p.plan(keystroke(extra_context=extra))
     assert ks.prompt.extra_tokens == 0 and QWEN.file_sep not in ks.prompt.tokens
+
+
+def test_the_plan_tokenizes_nothing_and_takes_the_windows_it_asked_for() -> None:
+    p = planner()
+    request = keystroke()
+    parts = p.parts(request)
+    assert p.planner.windows_for(request) == (p.windows.wide_tokens, p.windows.start_tokens)
+    assert len(parts) == 2 and parts[0].prefix_tokens > parts[1].prefix_tokens
+
+    def no_tokenizer(_text: str) -> list[int]:
+        raise AssertionError("the plan called the tokenizer")
+
+    p.builder.tokenize = no_tokenizer
+    assert p.planner.plan(request, parts).prompt.narrow  # cold: the narrow window's parts
+    background = keystroke(background=True, max_tokens=0)
+    assert p.planner.windows_for(background) == (p.windows.wide_tokens,)
+    full = CompletionRequest(PREFIX, SUFFIX, doc_id="d", mode="full")
+    assert p.planner.windows_for(full) == (400,)
+    gpu = planner(GPU)
+    assert gpu.planner.windows_for(keystroke()) == (gpu.windows.wide_tokens,)  # no narrow

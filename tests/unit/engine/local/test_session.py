@@ -119,7 +119,7 @@ def test_prompt_uses_the_models_fim_tokens(tiny_session: ModelSession) -> None:
     assert t.family == "qwen" and t.layout == "psm"
     assert tiny_session.info.family == "qwen" and tiny_session.info.memory_bytes > 0
     request = CompletionRequest(prefix="a = 1\nb = ", suffix="\nc = 3\n")
-    p = tiny_session.planner.plan(request).prompt
+    p = tiny_session.plan(request).prompt
     assert p.tokens[0] == t.pre and p.tokens[-1] == t.mid and t.suf in p.tokens
 
 
@@ -208,7 +208,7 @@ def test_budgets_are_clamped_to_a_slot_and_changed_in_place(tiny_gguf: Path) -> 
         assert session.budgets == in_effect
         assert [c.budget for c in in_effect.clamps] == ["prefix_tokens", "suffix_tokens"]
         assert in_effect.effective.prefix_tokens < 16384 and str(room) in in_effect.clamps[0].reason
-        assert session.planner.builder.prefix_budget == in_effect.effective.prefix_tokens
+        assert session.builder.prefix_budget == in_effect.effective.prefix_tokens
         assert session.slots.snapshot_bytes == 64 * 1024 * 1024
         fits = session.set_budgets(Budgets(200, 100, 50.0, 8))
         assert fits.clamps == () and fits.effective == Budgets(200, 100, 50.0, 8)
@@ -246,7 +246,7 @@ def test_keystroke_prompts_are_whole_suffix_fim_prompts(gpu_like: ModelSession) 
         request = CompletionRequest(
             prefix + typed, suffix, doc_id="g", mode="keystroke", max_tokens=4
         )
-        plan = s.planner.plan(request)
+        plan = s.plan(request)
         prompt = plan.prompt
         assert prompt.suffix_units_used == prompt.suffix_units_total > 10  # the whole suffix
         assert prompt.tokens[0] == t.pre and prompt.tokens[-1] == t.mid and t.suf in prompt.tokens
@@ -291,8 +291,8 @@ def test_full_prompt_has_the_other_file_before_the_prefix(roomy_session: ModelSe
     assert t.file_sep >= 0 and t.repo >= 0
     chunk = ContextChunk("util.py", OTHER, "file:///p/util.py")
     extra = ExtraContext((chunk,), "main.py", "p", budget=400)
-    plain = s.planner.plan(request()).prompt
-    prompt = s.planner.plan(request(extra=extra)).prompt
+    plain = s.plan(request()).prompt
+    prompt = s.plan(request(extra=extra)).prompt
     expected_head = [
         t.repo,
         *s.tokenize("p\n"),
@@ -306,15 +306,15 @@ def test_full_prompt_has_the_other_file_before_the_prefix(roomy_session: ModelSe
     assert prompt.extra_tokens == len(expected_head) <= 400
     assert prompt.stable_tokens == plain.stable_tokens + len(expected_head)
     # A budget too small for the chunk: no extra context at all.
-    small = s.planner.plan(request(extra=ExtraContext((chunk,), "main.py", "p", budget=20)))
+    small = s.plan(request(extra=ExtraContext((chunk,), "main.py", "p", budget=20)))
     assert small.prompt.tokens == plain.tokens and small.prompt.extra_tokens == 0
 
 
 def test_keystroke_prompts_ignore_extra_context(roomy_session: ModelSession) -> None:
     s = roomy_session
     extra = ExtraContext((ContextChunk("util.py", OTHER, "file:///p/util.py"),), "main.py")
-    with_extra = s.planner.plan(request("keystroke", extra)).prompt
-    without = s.planner.plan(request("keystroke")).prompt
+    with_extra = s.plan(request("keystroke", extra)).prompt
+    without = s.plan(request("keystroke")).prompt
     assert with_extra.tokens == without.tokens and with_extra.extra_tokens == 0
 
 

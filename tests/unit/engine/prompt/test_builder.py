@@ -109,11 +109,13 @@ def test_suffix_units_are_rest_of_line_then_whole_lines_within_budget() -> None:
 def test_psm_layout_puts_typed_text_before_the_whole_suffix() -> None:
     b = builder()
     parts = b.parts("d", "def f():\n    retu", "\n\nx = f()\n", 1)
-    prompt = b.assemble(parts)
+    prompt = parts.prompt()
     assert prompt.tokens[0] == QWEN.pre and prompt.tokens[-1] == QWEN.mid
     assert prompt.tokens.index(QWEN.suf) > 1
     assert prompt.suffix_units_used == prompt.suffix_units_total
-    assert b.assemble(parts, 0).suffix_tokens == 0
+    # The suffix is tokenized as a whole, once: the plan picks a prompt without the tokenizer.
+    assert list(parts.suffix_ids) == words("".join(parts.suffix_units)) != []
+    assert prompt.tokens == [*parts.head, *parts.suffix_ids, *parts.tail]
     # The text before the cursor, but its last tokens, is what the next keystroke shares.
     assert 0 < prompt.stable_tokens < prompt.tokens.index(QWEN.suf)
 
@@ -121,18 +123,18 @@ def test_psm_layout_puts_typed_text_before_the_whole_suffix() -> None:
 def test_the_plain_prompt_is_the_prefix_as_code_to_continue() -> None:
     b = builder()
     parts = b.parts("d", "def f():\n    retu", "\n\nx = f()\n", 1)
-    plain = b.plain(parts)
+    plain = parts.plain()
     assert plain.tokens == list(parts.plain_head) == words(parts.prefix_text)
     assert plain.suffix_units_used == 0 < plain.suffix_units_total  # the suffix was cut
 
 
 def test_spm_and_prefix_only_layouts() -> None:
     spm = builder(template=CODESTRAL)
-    prompt = spm.assemble(spm.parts("d", "x = ", "\ny = 2\n", 0))
+    prompt = spm.parts("d", "x = ", "\ny = 2\n", 0).prompt()
     assert prompt.tokens[:2] == [7, CODESTRAL.suf]  # BOS, then the suffix first
     assert prompt.tokens[-(len(words("x = ")) + 1)] == CODESTRAL.pre
     plain = builder(template=PLAIN)
-    prompt = plain.assemble(plain.parts("d", "x = ", "\ny = 2\n", 0))
+    prompt = plain.parts("d", "x = ", "\ny = 2\n", 0).prompt()
     assert prompt.tokens == [7, *words("x = ")] and prompt.suffix_units_total == 0
 
 
@@ -146,6 +148,6 @@ def test_token_healing_takes_the_word_fragment_out() -> None:
     # prompt: the model writes it again in its own tokens.
     assert parts.heal == b" re"
     assert parts.head == [QWEN.pre, *chars("x ="), QWEN.suf]
-    assert b.assemble(parts).heal == b" re" and parts.prefix_tokens == len(chars("x ="))
+    assert parts.prompt().heal == b" re" and parts.prefix_tokens == len(chars("x ="))
     no_piece = PromptBuilder(chars, QWEN, prefix_tokens=40).parts("d", "x = re", "", 0)
     assert no_piece.heal == b""  # no vocabulary to heal with (a remote server's builder)
