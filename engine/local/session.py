@@ -53,7 +53,7 @@ from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
 from ghostfim.engine.local.plan import Planner, PromptPlan, Windows
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
-from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
+from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
 from ghostfim.engine.text.finish import finish, stop_policy, streaming
 from ghostfim.engine.text.stops import StopPolicy
@@ -314,14 +314,7 @@ class ModelSession:
         """The prompt's parts for each window the plan chooses among, tokenized here
         (engine/prompt/builder.py; a full prompt's context from other files too), then the
         pure plan: which prompt, in which slot (engine/local/plan.py)."""
-        parts = [
-            self.builder.parts(request.doc_id, request.prefix, request.suffix, request.line, w)
-            for w in self.planner.windows_for(request)
-        ]
-        if request.mode == "full":
-            parts[0] = self.extra.apply(
-                parts[0], request.extra_context, self.cost, self.planner.extra_room
-            )
+        parts = prompt_parts(self.builder, self.extra, self.planner, request)
         return self.planner.plan(request, parts)
 
     # --- phase 2: prefill -------------------------------------------------------------------
@@ -507,6 +500,21 @@ class ModelSession:
 
     def kv_status(self) -> KvStatus | None:
         return self.slots.status()
+
+
+def prompt_parts(
+    builder: PromptBuilder, extra: ExtraContextBuilder, planner: Planner, request: CompletionRequest
+) -> list[PromptParts]:
+    """The request's prompt parts, one per window of `planner.windows_for`, tokenized; a full
+    prompt's with the context from other files before its prefix."""
+    r = request
+    parts = [
+        builder.parts(r.doc_id, r.prefix, r.suffix, r.line, window)
+        for window in planner.windows_for(r)
+    ]
+    if r.mode == "full":
+        parts[0] = extra.apply(parts[0], r.extra_context, planner.cost, planner.extra_room)
+    return parts
 
 
 # --- the KV cells: changed here, recorded in engine/local/kvslots.py -------------------------

@@ -18,7 +18,7 @@ from ghostfim.engine.local.plan import (
     PromptPlan,
     Windows,
 )
-from ghostfim.engine.local.session import prepare_slot
+from ghostfim.engine.local.session import prepare_slot, prompt_parts
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts
 from ghostfim.engine.prompt.fim import FimTemplate
@@ -44,16 +44,7 @@ class Planned:
         self.chunk_tokens = planner.chunk_tokens
 
     def parts(self, request: CompletionRequest) -> list[PromptParts]:
-        r = request
-        parts = [
-            self.builder.parts(r.doc_id, r.prefix, r.suffix, r.line, window)
-            for window in self.planner.windows_for(r)
-        ]
-        if r.mode == "full":
-            parts[0] = self.extra.apply(
-                parts[0], r.extra_context, self.cost, self.planner.extra_room
-            )
-        return parts
+        return prompt_parts(self.builder, self.extra, self.planner, request)
 
     def plan(self, request: CompletionRequest) -> PromptPlan:
         return self.planner.plan(request, self.parts(request))
