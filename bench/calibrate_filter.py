@@ -3,6 +3,7 @@
     python -m bench.calibrate_filter collect [--model small] [--out docs/filter-calibration.jsonl]
     python -m bench.calibrate_filter choose [docs/filter-calibration.jsonl]
     python -m bench.calibrate_filter places [docs/filter-calibration.jsonl]
+    python -m bench.calibrate_filter give-up [docs/filter-calibration.jsonl]
 
 `collect` types lines of real files (bench/traces.py, other lines than the replay's: another
 seed and more files) into the real model in one process, keystroke by keystroke, with the KV
@@ -18,6 +19,10 @@ when even its first word is unsure), what a Tab-only user and a user who also ta
 (bench/accepting_user.py) would take of it, and what they would refuse. The threshold kept is
 the one that saves a Tab-only user the most keystrokes while the words user loses at most
 MAX_LOST_SHARE of the characters they would have accepted with the filter off.
+
+`give-up` chooses where the engine stops generating a suggestion (engine/service/filter.py
+GIVE_UP_BELOW): the most tokens left ungenerated while what the users take of the suggestions,
+from their start and typed into, stays within GIVE_UP_MAX_LOST.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 
 from bench.accepting_user import decide, keystrokes_saved
 from bench.traces import THINK_RATES, Trace, make_trace
+from ghostfim.engine.service.suggestions import shown_part
 from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
 
 DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "docs" / "filter-calibration.jsonl"
@@ -247,6 +253,103 @@ def choose(rows: Sequence[dict[str, Any]], grid: Sequence[Rule] = GRID) -> Outco
     return max(keeps_words, key=lambda o: (o.tab_saved, -o.tab_refused))
 
 
+# --- give up: where generating a suggestion stops being worth it ---------------------------
+GIVE_UP_GRID = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+GIVE_UP_MAX_LOST = 0.0  # of the keystrokes either user saves: none lost on the record
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """What generating a suggestion only while the model's chance of it stays above `below`
+    keeps: the tokens generated, and the keystrokes the users save, reading it from its start
+    and from every point of it a user could have typed to (the text so far is what they type)."""
+
+    below: float
+    tokens: int
+    tab_saved: int
+    words_saved: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def tokens_before_giving_up(probs: Sequence[float], below: float) -> int:
+    """How many tokens the engine generates (engine/local/session.py `decode_n_tokens`): it
+    stops after the token whose probability takes the running product under `below`."""
+    chance = 1.0
+    for i, prob in enumerate(probs):
+        chance *= prob
+        if chance < below:
+            return i + 1
+    return len(probs)
+
+
+def evaluate_give_up(rows: Iterable[dict[str, Any]], below: float, rule: Rule) -> GiveUp:
+    """The engine's own rule (engine/service/suggestions.py `shown_part`) on the recorded text
+    as far as it would be generated, at the suggestion's start and at every token boundary the
+    user's own text passes through (as the server shows it to a user typing into it). Raw
+    text: the cleaning the engine adds is left out on both sides of the comparison."""
+    tokens = tab_saved = words_saved = 0
+    for row in rows:
+        n = tokens_before_giving_up(row["probs"], below)
+        tokens += n
+        if n == 0:
+            continue
+        text = row["raw"][: row["ends"][n - 1]]
+        marks = tuple(zip(row["ends"][:n], row["probs"][:n], strict=True))
+        truth = row["rest_of_line"]
+        confidence = rule_for(row, rule)
+        for typed_to in (0, *row["ends"][: n - 1]):
+            typed = text[:typed_to]
+            if not truth.startswith(typed):
+                break
+            shown = shown_part(text, marks, confidence, typed)
+            if not shown:
+                continue
+            for user in ("tab", "words"):
+                d = decide(user, shown, truth[typed_to:])
+                saved = keystrokes_saved(d.chars, d.keys) if d.accepted else 0
+                if user == "tab":
+                    tab_saved += saved
+                else:
+                    words_saved += saved
+    return GiveUp(below, tokens, tab_saved, words_saved)
+
+
+def choose_give_up(
+    rows: Sequence[dict[str, Any]], rule: Rule, grid: Sequence[float] = GIVE_UP_GRID
+) -> GiveUp:
+    """The point that generates the fewest tokens while both users keep all but
+    GIVE_UP_MAX_LOST of the keystrokes they save when every suggestion is generated whole."""
+    whole = evaluate_give_up(rows, 0.0, rule)
+    keeps = [
+        o
+        for o in (evaluate_give_up(rows, b, rule) for b in grid)
+        if o.tab_saved >= (1 - GIVE_UP_MAX_LOST) * whole.tab_saved
+        and o.words_saved >= (1 - GIVE_UP_MAX_LOST) * whole.words_saved
+    ]
+    return min(keeps, key=lambda o: (o.tokens, -o.below))
+
+
+def give_up_report(rows: Sequence[dict[str, Any]], rule: Rule) -> str:
+    whole = evaluate_give_up(rows, 0.0, rule)
+    chosen = choose_give_up(rows, rule)
+    lines = [
+        f"{len(rows)} read states, rule {rule}",
+        "| give up below | tokens generated | Tab saved | words saved |",
+        "|---|---|---|---|",
+    ]
+    for below in GIVE_UP_GRID:
+        o = evaluate_give_up(rows, below, rule)
+        mark = " (chosen)" if below == chosen.below else ""
+        lines.append(
+            f"| {below:g}{mark} | {o.tokens} ({o.tokens / whole.tokens:.0%}) "
+            f"| {o.tab_saved} ({o.tab_saved / whole.tab_saved:.3f}x) "
+            f"| {o.words_saved} ({o.words_saved / whole.words_saved:.3f}x) |"
+        )
+    return "\n".join(lines)
+
+
 def report(rows: Sequence[dict[str, Any]]) -> str:
     off = evaluate(rows, OFF)
     best = choose(rows)
@@ -299,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ch.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
     pl = sub.add_parser("places", help="the chosen rule's outcome by kind of place")
     pl.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
+    gu = sub.add_parser("give-up", help="where the engine stops generating a suggestion")
+    gu.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
     args = parser.parse_args(argv)
     if args.command == "collect":
         collect(args.model, args.out, args.lines)
@@ -306,6 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = load(args.dataset)
     if args.command == "places":
         print(by_place(rows, choose(rows).rule or OFF))
+        return 0
+    if args.command == "give-up":
+        rule = choose(rows).rule or OFF
+        assert rule is not None
+        print(give_up_report(rows, rule))
+        print(json.dumps(choose_give_up(rows, rule).as_dict()))
         return 0
     print(report(rows))
     print(json.dumps(choose(rows).as_dict()))

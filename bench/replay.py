@@ -252,7 +252,9 @@ async def run_ghostfim(
     result.server_acceptance = status.get("acceptance")
     work = status.get("work")  # all the model's work, background jobs included
     if work:
-        result.model_work = {k: work.get(k) for k in ("decodeSteps", "prefillChunks", "busyMs")}
+        result.model_work = {
+            k: work.get(k) for k in ("decodeSteps", "prefillChunks", "busyMs", "stoppedMs")
+        }
     result.rss_mb = peak_rss_mb(client.proc.pid)
     await client.stop()
     return result
@@ -447,8 +449,12 @@ def _cell(result: dict[str, Any], key: str) -> str:
     if key == "refused_then" and value is not None:
         return " / ".join(str(value.get(k, 0)) for k in FOLLOW_ORDER)
     if key == "model_work" and value is not None:
-        busy = value.get("busyMs") or {}
-        by_kind = ", ".join(f"{kind} {ms / 1000:.1f} s" for kind, ms in busy.items())
+        busy, stopped = value.get("busyMs") or {}, value.get("stoppedMs") or {}
+        by_kind = ", ".join(
+            f"{kind} {ms / 1000:.1f} s"
+            + (f" ({stopped[kind] / 1000:.1f} stopped)" if kind in stopped else "")
+            for kind, ms in busy.items()
+        )
         return f"{value.get('decodeSteps', '?')} / {value.get('prefillChunks', '?')} ({by_kind})"
     if isinstance(value, dict) and "error" in value:
         return "(status failed)"

@@ -66,6 +66,10 @@ class CompletionRequest:
     postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: benchmark)
     # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None
+    # Stop generating once the model's own chance of the text so far (the product of its
+    # tokens' probabilities) falls below this: what follows is text a user would almost never
+    # be shown (the confidence filter's, engine/service/filter.py). 0: never.
+    give_up_below: float = 0.0
 
     @property
     def line(self) -> int:

@@ -195,6 +195,7 @@ def status_json(s: ServiceStatus) -> dict[str, Any]:
             "prefillChunks": s.work.prefill_chunks,
             "running": s.work.running,
             "busyMs": {kind: round(ms, 1) for kind, ms in s.work.busy_ms.items()},
+            "stoppedMs": {kind: round(ms, 1) for kind, ms in s.work.stopped_ms.items()},
         },
         "acceptance": acceptance_json(s.acceptance),
         "budgets": budgets_json(s.budgets),

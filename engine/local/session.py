@@ -303,6 +303,7 @@ class ModelSession:
             ends=ends,
             ids=ids,
             checked=checked,
+            give_up_below=request.give_up_below,
         )
         timings.draft_tokens, timings.draft_accepted = len(checked.proposal), checked.kept
         timings.decode_tokens = n_generated
@@ -407,10 +408,12 @@ class ModelSession:
         ends: list[int] | None = None,
         ids: list[int] | None = None,
         checked: Checked | None = None,
+        give_up_below: float = 0.0,
     ) -> tuple[str, int, str]:
         """Greedy decode from `first` (a token and its probability); returns (text, tokens
         generated, stop reason). `probs`/`ends` receive each kept token's probability and
-        where its text ends.
+        where its text ends. It gives up ("unsure") once the product of the probabilities
+        falls below `give_up_below`.
 
         With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
         and only what follows it is the suggestion. Each token's probability streams with the
@@ -423,6 +426,7 @@ class ModelSession:
         text = ""
         token, prob = first
         generated = 0
+        chance = 1.0  # the model's own chance of the text so far
         end_tokens, pieces = self.end_tokens, self.vocab.pieces
         probs = [] if probs is None else probs
         ends = [] if ends is None else ends
@@ -457,6 +461,9 @@ class ModelSession:
                 on_text(text, tuple(zip(ends, probs, strict=True)))
             if generated >= max_tokens:
                 return text, generated, "max_tokens"
+            chance *= prob
+            if chance < give_up_below:
+                return text, generated, "unsure"
             if cancel.cancelled:
                 return text, generated, "cancelled"
             if checked.active:

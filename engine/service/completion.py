@@ -181,6 +181,7 @@ class CompletionService:
                 backend.prefill_chunks,
                 self.worker.running is not None,
                 dict(self.worker.busy_ms),
+                dict(self.worker.stopped_ms),
             ),
             acceptance=replace(self.acceptance.counts),
             budgets=host.budgets,
@@ -433,7 +434,7 @@ class CompletionService:
         """Step 3: the model job, answered at its first visible text (an explicit request,
         which the user waits for, gets the whole suggestion)."""
         loop = asyncio.get_running_loop()
-        request = self._request_for(state, "full" if explicit else "keystroke")
+        request = self._request_for(state, "full" if explicit else "keystroke", explicit=explicit)
         rule = self._rule_for(state, explicit)
         suggestion = Suggestion(rule=rule)
         first_visible = asyncio.Event()
@@ -498,7 +499,12 @@ class CompletionService:
         return self.filter.confidence_for(place, explicit)
 
     def _request_for(
-        self, state: CursorState, mode: Literal["keystroke", "full"], max_tokens: int | None = None
+        self,
+        state: CursorState,
+        mode: Literal["keystroke", "full"],
+        max_tokens: int | None = None,
+        *,
+        explicit: bool = False,
     ) -> CompletionRequest:
         c = self.config
         extra = None
@@ -514,6 +520,7 @@ class CompletionService:
             multiline=c.multiline,
             postprocess=c.postprocess,
             extra_context=extra,
+            give_up_below=self.filter.give_up_below(explicit),
         )
 
     def _job_finished(

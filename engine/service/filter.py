@@ -5,8 +5,10 @@ Setting `filter`:
 - "fixed": what is shown of each suggestion grows only while it is worth reading and ends
   where the model stops being sure (engine/text/confidence.py), with the calibrated numbers
   CALIBRATED, judged again from wherever the user has typed to (the rest is generated and
-  kept: engine/service/suggestions.py); a suggestion never worth showing is not shown; a next
-  line offered at the end of a line is not shown.
+  kept: engine/service/suggestions.py), until the model's own chance of the whole text falls
+  below GIVE_UP_BELOW, where generating it stops (the text after that point is almost never
+  shown, and not generating it is the filter's CPU saving); a suggestion never worth showing
+  is not shown; a next line offered at the end of a line is not shown.
 - "adaptive" (the default): as "fixed", but the cost of a refusal at each kind of place
   (language × where the cursor is, engine/text/place.py) moves with this user's own accepts
   and refusals there: many refusals raise it (the place shows less, and shorter), accepts lower
@@ -39,6 +41,11 @@ CALIBRATED = Confidence(refusal_cost=4.0, sharpness=0.35, first_word_min_prob=0.
 # each place starts from, worth PRIOR_WEIGHT outcomes.
 CALIBRATED_ACCEPT_RATE = 0.3
 PRIOR_WEIGHT = 8.0
+# The model gives up on a suggestion (stops generating it) once its own chance of the text so
+# far falls below this: on the calibration data, what users would take of suggestions (from
+# their start, or typed into) is unchanged, and 57% of the tokens are not generated
+# (bench/calibrate_filter.py `give-up`, docs/benchmarks.md).
+GIVE_UP_BELOW = 0.01
 MAX_SHIFT = 2.0  # how far a place's refusal cost may move, in log units (x0.14 .. x7.4)
 SHIFT_GAIN = 1.0  # log units of cost per log-odds of accept rate away from the prior
 PER_OUTCOME_DECAY = 0.97  # each new outcome at a place weighs the older ones this much less
@@ -80,6 +87,12 @@ class ConfidenceFilter:
             and place.position == "end"
             and place.after != "indent",
         )
+
+    def give_up_below(self, explicit: bool) -> float:
+        """Where generating a suggestion stops being worth it (0: never): the rest is text
+        the rule would show only to a user who typed through tokens the model doubted.
+        Explicit requests are answered whole, as the model writes them."""
+        return 0.0 if self.mode == "off" or explicit else GIVE_UP_BELOW
 
     def refusal_cost(self, place: Place, now: float | None = None) -> float:
         """What a refusal costs at `place` now: the calibrated cost, raised where this user

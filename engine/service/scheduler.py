@@ -83,6 +83,9 @@ class ModelWorker:
         # Model time by kind of job (a priority's name), cancelled runs included: where the
         # model's CPU goes (ghostfim/status `work.busyMs`).
         self.busy_ms: dict[str, float] = {}
+        # Of it, the runs stopped before they finished (a keystroke superseded or preempted
+        # them): work that bought nothing unless its KV cells are reused (`work.stoppedMs`).
+        self.stopped_ms: dict[str, float] = {}
 
     @property
     def idle(self) -> bool:
@@ -185,6 +188,9 @@ class ModelWorker:
                 ran_ms = (time.perf_counter() - job.started) * 1000
                 kind = job.priority.name.lower()
                 self.busy_ms[kind] = self.busy_ms.get(kind, 0.0) + ran_ms
+                token: CancelToken = job.cancel  # set from other threads while it ran
+                if token.cancelled:
+                    self.stopped_ms[kind] = self.stopped_ms.get(kind, 0.0) + ran_ms
                 log.debug(
                     "end %s (ran %.1f ms%s)",
                     job.label,

@@ -138,6 +138,7 @@ class WorkCounters:
     prefill_chunks: int
     running: bool  # a model job is running now
     busy_ms: dict[str, float] = field(default_factory=dict)  # model time by kind of job
+    stopped_ms: dict[str, float] = field(default_factory=dict)  # of it, in runs stopped early
 
 
 @dataclass(frozen=True)

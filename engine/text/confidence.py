@@ -11,9 +11,11 @@ So the value of showing the first k tokens is
     V(k) = P(k) * (chars(k) - 1) - refusal_cost * (1 - P(k))
 
 What is shown grows while its value does; at the first token that would lower it, it ends
-there, on that token boundary. The rest is still generated and kept: the rule is applied again
-from wherever the user has typed to (engine/service/suggestions.py), so a user who types past
-the unsure token sees the sure text after it at once, with no new request. While no prefix is
+there, on that token boundary. The rest is still generated (until the model's own chance of
+the whole text falls below the filter's give-up point, engine/service/filter.py) and kept: the
+rule is applied again from wherever the user has typed to (engine/service/suggestions.py), so
+a user who types past the unsure token sees the sure text after it at once, with no new
+request. While no prefix is
 worth showing (V <= 0) nothing is shown. The first word has a floor of its own: when the model
 gives the whole first word less than `first_word_min_prob`, nothing of it is shown from there
 (a wrong first word is a suggestion that even a user who takes single words refuses). With

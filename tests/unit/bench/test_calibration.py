@@ -4,8 +4,16 @@ could have passed."""
 
 from __future__ import annotations
 
-from bench.calibrate_filter import DEFAULT_DATASET, OFF, choose, evaluate, load
-from ghostfim.engine.service.filter import CALIBRATED
+from bench.calibrate_filter import (
+    DEFAULT_DATASET,
+    OFF,
+    choose,
+    choose_give_up,
+    evaluate,
+    evaluate_give_up,
+    load,
+)
+from ghostfim.engine.service.filter import CALIBRATED, GIVE_UP_BELOW
 
 ROWS = load(DEFAULT_DATASET)
 
@@ -40,3 +48,19 @@ def passes(rule: tuple[float, float, float] | None) -> bool:
 def test_a_threshold_of_0_or_1_cannot_pass() -> None:
     assert not passes((0.0, 0.0, 0.0))  # nothing costs anything: nothing is cut
     assert not passes((1e9, 1.0, 1.0))  # every refusal costs everything: nothing is shown
+
+
+RULE = (CALIBRATED.refusal_cost, CALIBRATED.sharpness, CALIBRATED.first_word_min_prob)
+
+
+def test_the_engine_gives_up_where_the_calibration_chose() -> None:
+    chosen = choose_give_up(ROWS, RULE)
+    assert chosen.below == GIVE_UP_BELOW
+    whole = evaluate_give_up(ROWS, 0.0, RULE)
+    assert chosen.tokens <= 0.5 * whole.tokens  # the CPU it saves
+    assert (chosen.tab_saved, chosen.words_saved) == (whole.tab_saved, whole.words_saved)
+
+
+def test_giving_up_too_soon_loses_what_users_take() -> None:
+    whole, soon = evaluate_give_up(ROWS, 0.0, RULE), evaluate_give_up(ROWS, 0.3, RULE)
+    assert soon.tab_saved < 0.9 * whole.tab_saved and soon.words_saved < 0.9 * whole.words_saved

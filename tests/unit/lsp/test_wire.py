@@ -63,7 +63,7 @@ def status(**changes: object) -> ServiceStatus:
         kv=None,
         latency=LatencySummary(2, 50.0, 60.0, 60.0, 120.0, 130.0),
         recent=(stats(),),
-        work=WorkCounters(10, 3, False, {"interactive": 12.345}),
+        work=WorkCounters(10, 3, False, {"interactive": 12.345}, {"interactive": 4.5}),
         acceptance=Counts(shown=4, accepted=1, partial=1, refused=1, accepted_chars=9),
         budgets=None,
     )
@@ -114,6 +114,7 @@ def test_the_status_is_the_documented_object() -> None:
         "prefillChunks": 3,
         "running": False,
         "busyMs": {"interactive": 12.3},
+        "stoppedMs": {"interactive": 4.5},
     }
     assert out["acceptance"] == {
         "shown": 4,

@@ -140,6 +140,21 @@ def test_generation_stops_at_max_tokens(tiny_session: ModelSession) -> None:
     assert c.timings.total_ms >= c.timings.ttft_ms > 0
 
 
+def test_generation_gives_up_where_the_models_chance_of_the_text_falls_below(
+    tiny_session: ModelSession,
+) -> None:
+    request = CompletionRequest(prefix="q = ", suffix="", max_tokens=6, multiline="always")
+    whole = tiny_session.complete(request)
+    assert whole.timings.decode_tokens >= 3 and whole.stop_reason != "unsure"
+    p = whole.token_probs
+    assert p[1] < 0.999
+    # Under the product of the first two tokens' probabilities: it stops after the second.
+    given_up = tiny_session.complete(replace(request, give_up_below=p[0] * p[1] * 1.0001))
+    assert given_up.stop_reason == "unsure"
+    assert given_up.timings.decode_tokens == 2
+    assert given_up.token_ids == whole.token_ids[:2]
+
+
 def test_max_tokens_zero_only_prefills(tiny_session: ModelSession) -> None:
     request = CompletionRequest(prefix="y = 2\nz = ", suffix="", doc_id="p", max_tokens=0)
     first = tiny_session.complete(request)

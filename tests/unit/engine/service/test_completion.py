@@ -14,7 +14,7 @@ import pytest
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.config import EngineConfig
 from ghostfim.engine.service.completion import CompletionService, CursorState, grow
-from ghostfim.engine.service.filter import too_much_after_cursor
+from ghostfim.engine.service.filter import GIVE_UP_BELOW, too_much_after_cursor
 from ghostfim.engine.service.scheduler import Priority
 from ghostfim.engine.service.suggestions import Suggestion
 from ghostfim.lsp.settings import parse_settings
@@ -160,6 +160,22 @@ async def test_with_the_filter_off_the_whole_suggestion_shows(cleanup: list) -> 
     await service.complete(cursor("def match(fields):\n    return [f "))
     await settle(service)
     assert events.ghost[-1][1:] == (text, True)
+
+
+async def test_automatic_requests_give_up_on_unsure_text_and_explicit_ones_do_not(
+    cleanup: list,
+) -> None:
+    """The filter's CPU saving: the engine stops generating where the model's chance of the
+    text falls below GIVE_UP_BELOW; with the filter off, or asked for, it never does."""
+    for mode, automatic in (("adaptive", GIVE_UP_BELOW), ("fixed", GIVE_UP_BELOW), ("off", 0.0)):
+        backend = FakeBackend(script=lambda r: "x")
+        service, _ = await serving(backend, replace(FIXED_DEBOUNCE, filter=mode))
+        cleanup.append(service)
+        await service.complete(cursor(DOC))
+        await service.complete(cursor(DOC + "y", version=2), explicit=True)
+        await settle(service)
+        asked = [r for r in backend.requests if not r.background]
+        assert [r.give_up_below for r in asked] == [automatic, 0.0], mode
 
 
 # --- supersession and streaming ----------------------------------------------------------------

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from ghostfim.engine.service.acceptance import Outcome
-from ghostfim.engine.service.filter import CALIBRATED, HALF_LIFE_S, ConfidenceFilter
+from ghostfim.engine.service.filter import (
+    CALIBRATED,
+    GIVE_UP_BELOW,
+    HALF_LIFE_S,
+    ConfidenceFilter,
+)
 from ghostfim.engine.service.localstats import Record
 from ghostfim.engine.text.place import Place
 
@@ -27,6 +32,13 @@ def test_off_gives_no_rule_and_fixed_the_calibrated_one() -> None:
 
 def test_explicit_requests_are_answered_whole() -> None:
     assert ConfidenceFilter("adaptive").confidence_for(HERE, explicit=True) is None
+    assert ConfidenceFilter("adaptive").give_up_below(explicit=True) == 0.0
+
+
+def test_only_the_filter_gives_up_on_unsure_text() -> None:
+    assert ConfidenceFilter("off").give_up_below(explicit=False) == 0.0  # today's behaviour
+    assert ConfidenceFilter("fixed").give_up_below(explicit=False) == GIVE_UP_BELOW
+    assert ConfidenceFilter("adaptive").give_up_below(explicit=False) == GIVE_UP_BELOW
 
 
 def test_refusals_raise_a_place_threshold_and_leave_others_alone() -> None:

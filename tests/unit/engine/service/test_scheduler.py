@@ -97,6 +97,24 @@ async def test_model_time_is_counted_by_kind_of_job() -> None:
     await asyncio.sleep(0)  # the loop's bookkeeping after the last job
     assert set(worker.busy_ms) == {"interactive", "warmup"}
     assert worker.busy_ms["interactive"] >= 45 and 15 <= worker.busy_ms["warmup"] < 45
+    assert worker.stopped_ms == {}  # none was stopped
+    worker.shutdown()
+
+
+async def test_time_of_stopped_runs_is_counted_apart() -> None:
+    worker = ModelWorker()
+
+    def runs_until_stopped(cancel: CancelToken) -> None:
+        while not cancel.cancelled:
+            time.sleep(0.005)
+
+    background = worker.submit(runs_until_stopped, Priority.WARMUP)
+    await asyncio.sleep(0.05)
+    await worker.submit(lambda c: None, Priority.INTERACTIVE).future  # preempts it
+    await background.future  # it returned once stopped
+    await asyncio.sleep(0)
+    assert worker.stopped_ms.keys() == {"warmup"} and worker.stopped_ms["warmup"] >= 40
+    assert worker.stopped_ms["warmup"] <= worker.busy_ms["warmup"]
     worker.shutdown()
 
 
