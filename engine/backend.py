@@ -68,7 +68,8 @@ class CompletionRequest:
     extra_context: ExtraContext | None = None
     # Stop generating once the model's own chance of the text so far (the product of its
     # tokens' probabilities) falls below this: what follows is text a user would almost never
-    # be shown (the confidence filter's, engine/service/filter.py). 0: never.
+    # be shown (the confidence filter's, engine/service/filter.py). 0: never. Remote servers
+    # report no probabilities and ignore it.
     give_up_below: float = 0.0
 
     @property

@@ -13,6 +13,7 @@ from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.local.drafted import DraftedSession
 from ghostfim.engine.local.loading import open_model_file
 from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.local.speed import FORCED_COST_ENV
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -28,11 +29,16 @@ def medium_path() -> Path:
 def sessions(
     medium_path: Path, small_model_path: Path
 ) -> Iterator[tuple[ModelSession, DraftedSession]]:
-    alone = open_model_file(medium_path, preset="medium")
-    both = DraftedSession(
-        open_model_file(medium_path, preset="medium"),
-        open_model_file(small_model_path, preset="small"),
-    )
+    # One pinned prefill cost for both: the chunk sizes and windows then do not follow each
+    # session's own timing on a busy machine (a prompt split into other chunks breaks near
+    # ties between logits differently, and a whole greedy tail follows: 13 of 20 agreed).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(FORCED_COST_ENV, "60+8")
+        alone = open_model_file(medium_path, preset="medium")
+        both = DraftedSession(
+            open_model_file(medium_path, preset="medium"),
+            open_model_file(small_model_path, preset="small"),
+        )
     yield alone, both
     alone.close()
     both.close()
