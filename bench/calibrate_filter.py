@@ -304,46 +304,57 @@ def evaluate_give_up(rows: Iterable[dict[str, Any]], below: float, rule: Rule) -
             if not truth.startswith(typed):
                 break
             shown = shown_part(text, marks, confidence, typed)
-            if not shown:
-                continue
-            for user in ("tab", "words"):
-                d = decide(user, shown, truth[typed_to:])
-                saved = keystrokes_saved(d.chars, d.keys) if d.accepted else 0
-                if user == "tab":
-                    tab_saved += saved
-                else:
-                    words_saved += saved
+            if shown:
+                tab_saved += saved_by("tab", shown, truth[typed_to:])
+                words_saved += saved_by("words", shown, truth[typed_to:])
     return GiveUp(below, tokens, tab_saved, words_saved)
 
 
-def choose_give_up(
+def saved_by(user: str, shown: str, rest_of_line: str) -> int:
+    """The keystrokes `user` saves on reading `shown` (0 when they refuse it)."""
+    d = decide(user, shown, rest_of_line)
+    return keystrokes_saved(d.chars, d.keys) if d.accepted else 0
+
+
+def give_up_outcomes(
     rows: Sequence[dict[str, Any]], rule: Rule, grid: Sequence[float] = GIVE_UP_GRID
-) -> GiveUp:
+) -> list[GiveUp]:
+    """Each point of `grid`, and first (if the grid lacks it) never giving up."""
+    points = grid if 0.0 in grid else (0.0, *grid)
+    return [evaluate_give_up(rows, below, rule) for below in points]
+
+
+def pick_give_up(outcomes: Sequence[GiveUp]) -> GiveUp:
     """The point that generates the fewest tokens while both users keep all but
     GIVE_UP_MAX_LOST of the keystrokes they save when every suggestion is generated whole."""
-    whole = evaluate_give_up(rows, 0.0, rule)
+    whole = next(o for o in outcomes if o.below == 0.0)
     keeps = [
         o
-        for o in (evaluate_give_up(rows, b, rule) for b in grid)
+        for o in outcomes
         if o.tab_saved >= (1 - GIVE_UP_MAX_LOST) * whole.tab_saved
         and o.words_saved >= (1 - GIVE_UP_MAX_LOST) * whole.words_saved
     ]
     return min(keeps, key=lambda o: (o.tokens, -o.below))
 
 
-def give_up_report(rows: Sequence[dict[str, Any]], rule: Rule) -> str:
-    whole = evaluate_give_up(rows, 0.0, rule)
-    chosen = choose_give_up(rows, rule)
+def choose_give_up(
+    rows: Sequence[dict[str, Any]], rule: Rule, grid: Sequence[float] = GIVE_UP_GRID
+) -> GiveUp:
+    return pick_give_up(give_up_outcomes(rows, rule, grid))
+
+
+def give_up_report(rows: Sequence[dict[str, Any]], rule: Rule, outcomes: Sequence[GiveUp]) -> str:
+    whole = next(o for o in outcomes if o.below == 0.0)
+    chosen = pick_give_up(outcomes)
     lines = [
         f"{len(rows)} read states, rule {rule}",
         "| give up below | tokens generated | Tab saved | words saved |",
         "|---|---|---|---|",
     ]
-    for below in GIVE_UP_GRID:
-        o = evaluate_give_up(rows, below, rule)
-        mark = " (chosen)" if below == chosen.below else ""
+    for o in outcomes:
+        mark = " (chosen)" if o is chosen else ""
         lines.append(
-            f"| {below:g}{mark} | {o.tokens} ({o.tokens / whole.tokens:.0%}) "
+            f"| {o.below:g}{mark} | {o.tokens} ({o.tokens / whole.tokens:.0%}) "
             f"| {o.tab_saved} ({o.tab_saved / whole.tab_saved:.3f}x) "
             f"| {o.words_saved} ({o.words_saved / whole.words_saved:.3f}x) |"
         )
@@ -413,10 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(by_place(rows, choose(rows).rule or OFF))
         return 0
     if args.command == "give-up":
-        rule = choose(rows).rule or OFF
-        assert rule is not None
-        print(give_up_report(rows, rule))
-        print(json.dumps(choose_give_up(rows, rule).as_dict()))
+        rule = choose(rows).rule
+        assert rule is not None  # the grid holds no "off"
+        outcomes = give_up_outcomes(rows, rule)
+        print(give_up_report(rows, rule, outcomes))
+        print(json.dumps(pick_give_up(outcomes).as_dict()))
         return 0
     print(report(rows))
     print(json.dumps(choose(rows).as_dict()))

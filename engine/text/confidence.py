@@ -15,10 +15,10 @@ there, on that token boundary. The rest is still generated (until the model's ow
 the whole text falls below the filter's give-up point, engine/service/filter.py) and kept: the
 rule is applied again from wherever the user has typed to (engine/service/suggestions.py), so
 a user who types past the unsure token sees the sure text after it at once, with no new
-request. While no prefix is
-worth showing (V <= 0) nothing is shown. The first word has a floor of its own: when the model
-gives the whole first word less than `first_word_min_prob`, nothing of it is shown from there
-(a wrong first word is a suggestion that even a user who takes single words refuses). With
+request. While no prefix is worth showing (V <= 0) nothing is shown. The first word has a
+floor of its own: when the model gives the whole first word less than `first_word_min_prob`,
+nothing of it is shown from there (a wrong first word is a suggestion that even a user who
+takes single words refuses). With
 `drop_unsure_start` off (an explicit request: the user asked) it is never dropped: it keeps at
 least its first word.
 
