@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ghostfim-setup
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint vsix e2e clean
+.PHONY: setup demo test lint wheel vsix e2e clean
 
 setup: $(STAMP)
 
@@ -43,8 +43,8 @@ test: setup
 	exit $$rc
 
 lint: setup
-	$(BIN)/ruff check engine lsp cli bench tests
-	$(BIN)/ruff format --check engine lsp cli bench tests
+	$(BIN)/ruff check engine lsp cli bench tests harness
+	$(BIN)/ruff format --check engine lsp cli bench tests harness
 	@# mypy resolves modules by folder: link engine/ and lsp/ under their installed names
 	@# (pyproject's [tool.mypy] reads build/mypy-src and checks both packages strictly).
 	mkdir -p build/mypy-src/ghostfim
@@ -53,9 +53,24 @@ lint: setup
 	ln -sfn ../../../cli build/mypy-src/ghostfim/cli
 	$(BIN)/mypy
 
-# The VS Code extension, packaged: editors/vscode/ghostfim-<version>.vsix (npm ci once per lock).
+# The ghostfim wheel, dist/ghostfim-<version>-py3-none-any.whl: engine, lsp and cli (no tests, no
+# benchmarks). `pip install` (or pipx, or uv tool install) it anywhere, then `ghostfim setup`.
+# pip builds it from this folder with setuptools from PyPI; a Python without pip (Debian's
+# without python3-pip) lends a throwaway venv's. setuptools builds in build/lib, whose leftovers
+# (a module since deleted) would end up in the wheel: it starts empty.
+wheel:
+	rm -rf build/lib build/bdist.* dist/ghostfim-*.whl
+	if $(PYTHON) -m pip --version >/dev/null 2>&1; then pip="$(PYTHON) -m pip"; else \
+	  $(PYTHON) -m venv build/wheel-venv && pip="build/wheel-venv/bin/python -m pip"; fi && \
+	  $$pip wheel -q --no-deps --no-cache-dir --disable-pip-version-check -w dist .
+
+# The VS Code extension, packaged: editors/vscode/ghostfim-<version>.vsix (npm ci once per lock),
+# carrying the wheel above in server/: the extension sets its own server up from it.
 VSCODE := editors/vscode
-vsix: $(VSCODE)/node_modules/.package-lock.json
+vsix: wheel $(VSCODE)/node_modules/.package-lock.json
+	rm -rf $(VSCODE)/server $(VSCODE)/ghostfim-*.vsix
+	mkdir -p $(VSCODE)/server
+	cp dist/ghostfim-*.whl $(VSCODE)/server/
 	cd $(VSCODE) && npm run package
 
 $(VSCODE)/node_modules/.package-lock.json: $(VSCODE)/package-lock.json
@@ -64,6 +79,7 @@ $(VSCODE)/node_modules/.package-lock.json: $(VSCODE)/package-lock.json
 # The packaged extension inside a real VS Code (code-server + headless Chromium). Installs
 # code-server, Node 24 and Playwright into ~/.cache/ghostfim/e2e the first time (see
 # tests/e2e/vscode/setup.sh); E2E_ARGS go to tests/e2e/vscode/e2e.py (--help).
+# E2E_ARGS=--fresh-install: a user with no ghostfim anywhere clicks Set up ghostfim.
 E2E_ARGS ?=
 e2e: setup vsix
 	bash tests/e2e/vscode/run.sh $(E2E_ARGS)

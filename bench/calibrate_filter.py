@@ -1,9 +1,10 @@
 """Calibrate the confidence filter: the token probability below which a suggestion is cut.
 
-    python -m bench.calibrate_filter collect [--model small] [--out docs/filter-calibration.jsonl]
-    python -m bench.calibrate_filter choose [docs/filter-calibration.jsonl]
-    python -m bench.calibrate_filter places [docs/filter-calibration.jsonl]
-    python -m bench.calibrate_filter give-up [docs/filter-calibration.jsonl]
+    python -m bench.calibrate_filter collect [--model small]
+        [--out bench/results/filter-calibration.jsonl]
+    python -m bench.calibrate_filter choose [bench/results/filter-calibration.jsonl]
+    python -m bench.calibrate_filter places [bench/results/filter-calibration.jsonl]
+    python -m bench.calibrate_filter give-up [bench/results/filter-calibration.jsonl]
 
 `collect` types lines of real files (bench/traces.py, other lines than the replay's: another
 seed and more files) into the real model in one process, keystroke by keystroke, with the KV
@@ -41,7 +42,7 @@ from bench.traces import THINK_RATES, Trace, make_trace
 from ghostfim.engine.service.suggestions import shown_part
 from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
 
-DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "docs" / "filter-calibration.jsonl"
+DEFAULT_DATASET = Path(__file__).resolve().parent / "results" / "filter-calibration.jsonl"
 REACTION_MS = 300.0  # the accepting user's reaction time (bench/user_replay.py's default)
 MAX_LOST_SHARE = 0.05  # of the keystrokes a words user saves with the filter off, at most
 TAB_GAIN = 1.3  # the keystrokes a Tab-only user saves, at least, against the filter off

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.traces import Edit, Keystroke, Trace, default_sources, make_trace
-from tests.support.lspclient import LspProcess
+from harness.lspclient import LspProcess
 
 ANSWER_S = 10.0
 
@@ -144,7 +144,7 @@ async def run_system(
     back_after_s: float | None = None,
     server: list[str] | None = None,
 ) -> tuple[Run, dict[str, list[Typed]]]:
-    client = await LspProcess.start(server or [sys.executable, "-m", "ghostfim.cli.main", "serve"])
+    client = await LspProcess.start(server or [sys.executable, "-m", "ghostfim.lsp.main", "serve"])
     run = Run(system)
     per_doc: dict[str, list[Typed]] = {}
     try:

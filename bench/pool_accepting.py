@@ -1,6 +1,6 @@
 """Pool accepting-user runs: per system, the sums over several replay JSONs.
 
-    python -m bench.pool_accepting docs/benchmarks-accepting-user.json other-run.json ...
+    python -m bench.pool_accepting bench/results/accepting-user.json other-run.json ...
 
 One replay pass has 7-15 accepts, so a single run's ratios move by a third from one run to the
 next (the same system, the same seed). This sums keystrokes saved, refusals and server CPU

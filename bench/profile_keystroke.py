@@ -22,15 +22,15 @@ import sys
 import time
 from typing import Any
 
-from bench.sample import stats_before_cursor
-from tests.support.lspclient import LspProcess
+from harness.lspclient import LspProcess
+from harness.sample import stats_before_cursor
 
 TEXT = stats_before_cursor()
 TYPED = "return math.sqrt(variance(values)) if values else 0.0  # sample"
 
 
 async def over_lsp(model: str, n: int) -> dict[str, float]:
-    client = await LspProcess.start([sys.executable, "-m", "ghostfim.cli.main", "serve"])
+    client = await LspProcess.start([sys.executable, "-m", "ghostfim.lsp.main", "serve"])
     await client.initialize({"model": {"size": model}, "debounceMs": 0})
     await client.wait_ready()
     uri = "file:///profile/stats.py"

@@ -3,7 +3,7 @@ what a user who reads the ghost text takes of it.
 
     python -m bench.replay [--systems ghostfim,ghostfim-off,llama-server,naive]
                            [--users none|tab,words] [--reaction-ms 300] [--model small|PATH]
-                           [--files 6] [--lines 3] [--pauses auto] [--json docs/benchmarks.json]
+                           [--files 6] [--lines 3] [--pauses auto] [--json FILE]
                            [--ghostfim-server 'CMD serve'] [--baseline-server 'CMD serve']
 
 Every system replays the same traces (bench/traces.py: lines of real files typed at a human
@@ -53,7 +53,7 @@ from bench.accepting_user import USERS, signal_counts, user_summary
 from bench.traces import THINK_RATES, Keystroke, Record, Trace, build_traces, new_record
 from bench.user_replay import GhostfimEditor, Pace, Read, replay_with_user
 from ghostfim.engine.timings import percentile
-from tests.support.lspclient import LspProcess, RpcError
+from harness.lspclient import LspProcess, RpcError
 
 
 # --- shared scoring -------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ async def run_ghostfim(
 ) -> Pass:
     """ghostfim over LSP (bench/user_replay.py's GhostfimEditor), a fresh server per pass;
     `command` runs another build of it (an older checkout's server)."""
-    client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.cli.main", "serve"])
+    client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.lsp.main", "serve"])
     await client.initialize(
         {
             "model": {"size": model}
@@ -672,8 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ghostfim-server",
         default="",
         help="the command that starts ghostfim for the systems ghostfim and ghostfim-off "
-        "(default: this checkout's `python -m ghostfim.cli.main serve`), e.g. a frozen copy "
-        "of the tree while others edit it: 'env PYTHONPATH=/tmp/snap python -m ghostfim.cli.main "
+        "(default: this checkout's `python -m ghostfim.lsp.main serve`), e.g. a frozen copy "
+        "of the tree while others edit it: 'env PYTHONPATH=/tmp/snap python -m ghostfim.lsp.main "
         "serve'",
     )
     parser.add_argument(

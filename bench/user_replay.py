@@ -36,7 +36,7 @@ from bench.traces import (
     new_record,
     utf16_len,
 )
-from tests.support.lspclient import LspProcess, Notification
+from harness.lspclient import LspProcess, Notification
 
 DID_SHOW = "textDocument/didShowCompletion"
 DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"

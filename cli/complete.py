@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ghostfim.cli.main import UserError, parse_location
+from ghostfim.cli.errors import UserError, parse_location
 from ghostfim.engine.config import EngineConfig
 from ghostfim.engine.service.completion import Answer, CompletionService, CursorState
+from ghostfim.engine.service.cursor import cursor_state
 from ghostfim.engine.service.stats import RequestStats, ServiceStatus
-from ghostfim.lsp.documents import cursor_state
 
 STATS_WAIT_S = 120.0  # the longest an answer's job may run on after it was answered
 
@@ -74,6 +74,9 @@ class StdoutSink:
 
     def problem(self, message: str) -> None:
         self.problems.append(message)
+
+    def notice(self, message: str) -> None:
+        sys.stderr.write(message + "\n")  # stdout carries the suggestions
 
     async def stats_for(self, version: int) -> RequestStats | None:
         loop = asyncio.get_running_loop()

@@ -1,4 +1,7 @@
-"""The `ghostfim` command: serve, complete, models, doctor, stats.
+"""The `ghostfim` command's tools: complete, models, doctor, setup, stats.
+
+`serve`, the LSP server, is lsp/'s: the program (lsp/main.py, pyproject's entry point) hands
+it in, so that the command-line tools drive the engine alone and import nothing from lsp/.
 
 Errors a user can cause (a missing model, a corrupt file, a position outside the file) end in one
 line on stderr and a non-zero exit, never a traceback (set GHOSTFIM_DEBUG=1 to see one).
@@ -9,23 +12,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
+from ghostfim.cli import setup as setup_command
+from ghostfim.cli.errors import UserError
 from ghostfim.engine import env
 from ghostfim.engine.config import DEFAULTS
-from ghostfim.lsp import VERSION
+from ghostfim.engine.version import VERSION
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
-
-class UserError(Exception):
-    """A problem with what the user asked for: reported in one line."""
+Serve = Callable[[argparse.Namespace], int]  # runs `ghostfim serve` (lsp/main.py)
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(with_serve: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ghostfim",
         description="Inline code completion from a local fill-in-the-middle model.",
@@ -34,9 +37,12 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ghostfim {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the LSP server (stdio by default)")
-    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
-    serve.add_argument("--model", metavar="PRESET|PATH", help="initial model (settings override)")
+    if with_serve:
+        serve = sub.add_parser("serve", help="run the LSP server (stdio by default)")
+        serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+        serve.add_argument(
+            "--model", metavar="PRESET|PATH", help="initial model (settings override)"
+        )
 
     complete = sub.add_parser("complete", help="print the ghost text at FILE:LINE:COL")
     complete.add_argument("location", metavar="FILE:LINE:COL", help="1-based line and column")
@@ -83,6 +89,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("doctor", help="check the llama.cpp build, the GPU and the models")
+    setup_command.add_parser(sub)
     stats = sub.add_parser(
         "stats", help="the acceptance statistics kept on this machine (never sent anywhere)"
     )
@@ -90,18 +97,32 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+def forget_working_directory() -> None:
+    """Take the working directory off `sys.path`: nothing ghostfim imports may come from it.
+
+    Editors start the server in the user's workspace, which may be a stranger's repository
+    with a `llama_cpp/` or `huggingface_hub/` of its own. The `ghostfim` script never puts
+    it on the path, but `python -m ghostfim.lsp.main` and an empty PYTHONPATH entry do, and
+    the modules ghostfim imports late (llama.cpp, the hub client) would then be the
+    workspace's. Children are started isolated (engine/setup/child.py).
+    """
+    here = os.path.realpath(os.getcwd())
+    sys.path[:] = [
+        entry for entry in sys.path if entry not in ("", ".") and os.path.realpath(entry) != here
+    ]
+
+
+def main(argv: Sequence[str] | None = None, serve: Serve | None = None) -> int:
+    """Parse and run a command; `serve` is the LSP server's (absent: the tools only)."""
+    args = _build_parser(with_serve=serve is not None).parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,
         format="ghostfim: %(message)s",
     )
     try:
-        if args.command == "serve":
-            from ghostfim.lsp.server import run_server
-
-            return run_server(tcp=args.tcp, model=args.model)
+        if args.command == "serve" and serve is not None:
+            return serve(args)
         if args.command == "complete":
             from ghostfim.cli.complete import run_complete
 
@@ -116,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ghostfim.engine.setup.doctor import run_doctor
 
             return run_doctor()
+        if args.command == "setup":
+            return setup_command.run_setup(args)
     except UserError as exc:
         sys.stderr.write(f"ghostfim: error: {exc}\n")
         return EXIT_USAGE
@@ -158,15 +181,6 @@ def _run_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_location(location: str) -> tuple[Path, int, int]:
-    """FILE:LINE:COL with 1-based line and column (a path may itself contain ':')."""
-    try:
-        file_part, line_part, col_part = location.rsplit(":", 2)
-        line, col = int(line_part), int(col_part)
-    except ValueError:
-        raise UserError(f"expected FILE:LINE:COL (1-based), got {location!r}") from None
-    return Path(file_part), line, col
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # the tools alone; `ghostfim` (lsp/main.py) adds serve
+    forget_working_directory()
     raise SystemExit(main())

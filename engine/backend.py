@@ -63,7 +63,7 @@ class CompletionRequest:
     max_tokens: int = 64
     multiline: Multiline = "auto"
     background: bool = False  # droppable work: a cancel may abort any part of the prefill
-    postprocess: bool = True  # the clean-up rules of engine/postprocess.py (off: benchmark)
+    postprocess: bool = True  # the clean-up rules of engine/text/postprocess.py (off: benchmark)
     # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None
     # Stop generating once the model's own chance of the text so far (the product of its

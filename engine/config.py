@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ghostfim.engine.memory import DEFAULT_MAX_DOCUMENT_MB
+from ghostfim.engine.secrets import redact_url
 from ghostfim.engine.setup.presets import PRESET_NAMES, model_identity
 from ghostfim.engine.text.stops import Multiline
 
@@ -79,6 +81,9 @@ class EngineConfig:
     suffix_tokens: int = 256
     keystroke_prefill_ms: float = 80.0
     kv_snapshot_mb: int = 256
+    # Larger documents (MB of text, as characters) get no context picks and no whole-document
+    # work; they are completed from the text around the cursor (engine/service/doclimit.py).
+    max_document_mb: float = DEFAULT_MAX_DOCUMENT_MB
     max_rest_of_line: int = 8  # no automatic suggestion when more follows the cursor
     postprocess: bool = True  # the clean-up rules of engine/text/postprocess.py (off: benchmarks)
     # Confidence: cut a suggestion where the model stops being sure, and show nothing where
@@ -92,6 +97,9 @@ class EngineConfig:
     backend_model: str = ""
     backend_api_key_env: str = ""  # the environment variable holding the key, never the key
     backend_timeout_ms: float = 5000.0
+    # A key or URL credentials over plain http:// to another machine: refused unless this is
+    # set (engine/secrets.py sends_in_clear); loopback needs no permission.
+    backend_allow_insecure: bool = False
 
     @property
     def model_spec(self) -> str | None:
@@ -124,6 +132,7 @@ class BackendSpec:
     remote_model: str = DEFAULTS.backend_model
     api_key_env: str = DEFAULTS.backend_api_key_env
     timeout_ms: float = DEFAULTS.backend_timeout_ms
+    allow_insecure: bool = DEFAULTS.backend_allow_insecure
     budgets: Budgets = field(default=DEFAULT_BUDGETS, compare=False)  # change in place
 
     def same_backend(self, other: object) -> bool:
@@ -134,7 +143,9 @@ class BackendSpec:
     def label(self) -> str:
         if self.kind == "local":
             return self.model or "default model"
-        return f"{self.kind} at {self.identity or 'its default port'}"
+        # Shown in $/progress, messages and ghostfim/status: never the URL's credentials.
+        where = redact_url(self.identity) if self.identity else "its default port"
+        return f"{self.kind} at {where}"
 
 
 def backend_spec(config: EngineConfig, default_model: str | None = None) -> BackendSpec:
@@ -156,5 +167,6 @@ def backend_spec(config: EngineConfig, default_model: str | None = None) -> Back
         remote_model=config.backend_model,
         api_key_env=config.backend_api_key_env,
         timeout_ms=config.backend_timeout_ms,
+        allow_insecure=config.backend_allow_insecure,
         budgets=config.budgets,
     )

@@ -1,8 +1,6 @@
-"""The LSP side of ghostfim: protocol, documents, settings, the server and the CLI."""
+"""The LSP side of ghostfim: the server, the protocol's edge, documents, settings, and the
+`ghostfim` program that runs it (lsp/main.py)."""
 
-from importlib.metadata import PackageNotFoundError, version
+from ghostfim.engine.version import VERSION
 
-try:
-    VERSION = version("ghostfim")
-except PackageNotFoundError:  # run from a checkout that is not installed
-    VERSION = "0.0.0+checkout"
+__all__ = ["VERSION"]

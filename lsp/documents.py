@@ -1,4 +1,4 @@
-"""Documents as the engine needs them: positions to offsets, and the cursor's context.
+"""Documents as the protocol sends them: LSP positions to string offsets, and line indexes.
 
 LSP lines end at \\n, \\r\\n or \\r only (not at form feeds or U+2028, which Python's
 splitlines also splits at), and `character` counts UTF-16 code units unless the client and
@@ -12,13 +12,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-
-from ghostfim.engine.service.documents import (
-    CONSISTENCY_CHARS,
-    PREFIX_WINDOW_CHARS,
-    SUFFIX_WINDOW_CHARS,
-    CursorState,
-)
 
 _EOL = re.compile(r"\r\n|\r|\n")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
@@ -168,48 +161,3 @@ def locate(
     if character < 0:
         return start, f"character {character} is negative"
     return start + units_to_chars(text[start:end], character, encoding), None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _encodable(text: str) -> str:
-    """text with lone surrogates replaced by U+FFFD (a Python str holds no paired ones)."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def cursor_state(
-    uri: str,
-    version: int,
-    position: object,
-    text: str,
-    offset: int,
-    line: int,
-    language: str = "",
-) -> CursorState:
-    """What the engine needs of a cursor: windows of text either side, never the whole file."""
-    prefix = text[max(0, offset - PREFIX_WINDOW_CHARS) : offset]
-    suffix = text[offset : offset + SUFFIX_WINDOW_CHARS]
-    # JSON can carry lone surrogates (\\ud800) and editors send them for broken files; the
-    # tokenizer needs encodable text. One character for one keeps every offset valid.
-    prefix, suffix = _encodable(prefix), _encodable(suffix)
-    # The engine counts lines by \\n; normalise other line ends in the windows it sees.
-    if "\r" in prefix:
-        prefix = prefix.replace("\r\n", "\n").replace("\r", "\n")
-    if "\r" in suffix:
-        suffix = suffix.replace("\r\n", "\n").replace("\r", "\n")
-    return CursorState(
-        doc_id=uri,
-        version=version,
-        position=position,
-        prefix=prefix,
-        suffix=suffix,
-        cursor_line=line,
-        offset=offset,
-        doc_length=len(text),
-        edge_before=text[max(0, offset - CONSISTENCY_CHARS) : offset],
-        edge_after=text[offset : offset + CONSISTENCY_CHARS],
-        language=language,
-    )

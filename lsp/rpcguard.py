@@ -25,6 +25,7 @@ What pygls 2.1 does with bad input, and what we do instead:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -33,7 +34,9 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Generator
+import uuid
+from collections.abc import Generator
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 import cattrs
@@ -49,12 +52,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from ghostfim.engine import env
+from ghostfim.engine.memory import WARNED_METHODS_BYTES, ByteLRU, str_bytes
+from ghostfim.lsp.redaction import RedactingWriter, json_forms, settings_secrets
 
 log = logging.getLogger("ghostfim.rpc")
 
 UINTEGER_MAX = 2**31 - 1
 STDIN_EOF_GRACE_S = 2.0  # after stdin closes: time for in-flight answers before we exit
+# How long a request to the editor (workspace/configuration, window/workDoneProgress/create)
+# may go unanswered: editors answer in milliseconds; one that does not must not stall a
+# settings change, nor leave the request pending for ever.
+CLIENT_ANSWER_S = 5.0
 
 
 _SHOWN_LIMIT = 120  # characters of a bad message quoted back to the user
@@ -149,11 +157,13 @@ class GuardedProtocol(LanguageServerProtocol):
     """Message-level checks in front of pygls' dispatch."""
 
     _transport_closed = False
-    _warned_methods: set[str]
+    _warned_methods: ByteLRU[str, bool]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._warned_methods = set()
+        # Unknown methods told of once each; a client sending ever new names must not grow the
+        # server (engine/memory.py): the oldest are forgotten (and told of again).
+        self._warned_methods = ByteLRU(WARNED_METHODS_BYTES, lambda name, _: str_bytes(name))
         # We tell the client about undecodable messages; pygls' tracebacks for them would
         # only flood stderr (a fuzzer sends thousands).
         for name in ("pygls.protocol.json_rpc", "pygls.io_"):
@@ -170,6 +180,36 @@ class GuardedProtocol(LanguageServerProtocol):
         self._send_data(
             {"jsonrpc": "2.0", "id": msg_id if valid else None, "error": _error_body(error)}
         )
+
+    # --- requests to the client ---------------------------------------------------------------
+    def send_request_expiring(self, method: str, params: Any, timeout_s: float) -> Future[Any]:
+        """A request to the client that gives up after `timeout_s`: its future then fails
+        with TimeoutError and pygls forgets it. pygls keeps a request's future until an
+        answer comes, so a client that never answers would stall whoever awaits it and leak
+        one entry per request."""
+        msg_id = str(uuid.uuid4())
+        future = self.send_request(method, params, msg_id=msg_id)
+
+        def expire() -> None:
+            if future.done():
+                return
+            self._request_futures.pop(msg_id, None)
+            self._result_types.pop(msg_id, None)
+            future.set_exception(
+                TimeoutError(f"the editor did not answer {method} within {timeout_s:g} s")
+            )
+
+        try:
+            asyncio.get_running_loop().call_later(timeout_s, expire)
+        except RuntimeError:  # no event loop in this thread (unit tests): a timer thread
+            timer = threading.Timer(timeout_s, expire)
+            timer.daemon = True
+            timer.start()
+        return future
+
+    async def ask(self, method: str, params: Any, timeout_s: float) -> Any:
+        """The client's answer to a request, or TimeoutError after `timeout_s`."""
+        return await asyncio.wrap_future(self.send_request_expiring(method, params, timeout_s))
 
     # --- decoding -----------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -273,7 +313,7 @@ class GuardedProtocol(LanguageServerProtocol):
             and method not in types.METHOD_TO_TYPES  # a real LSP notification we do not use
             and method not in self._warned_methods
         ):
-            self._warned_methods.add(method)
+            self._warned_methods[method] = True
             self.show(f"ghostfim: ignored notification {_short(method)!r}: unknown method")
             return
         super().handle_message(message)
@@ -305,15 +345,12 @@ class GuardedProtocol(LanguageServerProtocol):
 
     # --- output -------------------------------------------------------------------------------
     def set_writer(self, writer: Any, include_headers: bool = True) -> None:
-        super().set_writer(_RedactingWriter(writer, self._secrets), include_headers)
+        super().set_writer(RedactingWriter(writer, self._secrets), include_headers)
 
     def _secrets(self) -> list[bytes]:
-        """The API key of the configured remote backend, read where the backend reads it."""
-        settings = getattr(self._server, "settings", None)
-        name = getattr(settings, "backend_api_key_env", "")
-        key = env.secret(name) if isinstance(name, str) else ""
-        # A key this short would match ordinary text; real keys are far longer.
-        return [key.encode()] if len(key) >= 8 and key.isascii() else []
+        """The backend's secrets (its URL's credentials, the key in backendApiKeyEnv) as they
+        appear in a JSON body: raw, and escaped the way the JSON encoder writes them."""
+        return json_forms(settings_secrets(getattr(self._server, "settings", None)))
 
     def _send_data(self, data: Any) -> None:
         if self._transport_closed:
@@ -359,38 +396,6 @@ def _dig(value: Any, *keys: str) -> Any:
     for key in keys:
         value = value.get(key) if isinstance(value, dict) else None
     return value
-
-
-class _RedactingWriter:
-    """The transport, with the backend's API key cut out of everything we send.
-
-    Defence in depth: a remote server's error body may echo the request's headers (proxies
-    do), and such text reaches messages and logs. One message per write (header and body):
-    the Content-Length is recomputed when anything is cut.
-    """
-
-    def __init__(self, writer: Any, secrets: Callable[[], list[bytes]]) -> None:
-        self._writer = writer
-        self._secrets = secrets
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._writer, name)
-
-    def close(self) -> Any:
-        return self._writer.close()
-
-    def write(self, data: bytes) -> Any:
-        secrets = self._secrets()
-        if secrets and any(secret in data for secret in secrets):
-            head, sep, body = data.partition(b"\r\n\r\n")
-            if not sep:
-                head, body = b"", head
-            for secret in secrets:
-                body = body.replace(secret, b"[redacted]")
-            if sep:
-                head = re.sub(rb"Content-Length: \d+", b"Content-Length: %d" % len(body), head)
-            data = head + sep + body
-        return self._writer.write(data)
 
 
 class _EofWatch:

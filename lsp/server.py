@@ -18,10 +18,12 @@ from lsprotocol import types
 from pygls.protocol.language_server import lsp_method
 
 from ghostfim.engine import env
+from ghostfim.engine.memory import fix_mmap_threshold
 from ghostfim.engine.service.completion import CompletionService
 from ghostfim.lsp import VERSION
 from ghostfim.lsp.documents import units_to_chars
-from ghostfim.lsp.rpcguard import GuardedProtocol, GuardedServer
+from ghostfim.lsp.redaction import SecretsCut, settings_secrets
+from ghostfim.lsp.rpcguard import CLIENT_ANSWER_S, GuardedProtocol, GuardedServer
 from ghostfim.lsp.settings import Settings, parse_settings, unwrap_section
 from ghostfim.lsp.textsync import (
     SyncedProtocol,
@@ -74,7 +76,32 @@ class GhostfimServer(GuardedServer):
         self.events = LspEvents(self)
         self.service = CompletionService(self.events)
         self._init_problems: list[str] = []
+        self._unanswered: set[str] = set()  # requests to the editor that timed out, told once
         self.log_handler = LspLogHandler(self)
+
+    async def ask_client(self, method: str, params: Any) -> Any:
+        """A request to the editor, answered or TimeoutError after CLIENT_ANSWER_S."""
+        protocol = self.protocol
+        assert isinstance(protocol, GuardedProtocol)
+        return await protocol.ask(method, params, CLIENT_ANSWER_S)
+
+    def client_did_not_answer(self, method: str) -> None:
+        """A request to the editor timed out: say so once per method (the settings, or the
+        progress bar, stay as they are), then only log it."""
+        message = (
+            f"ghostfim: the editor did not answer {method} within {CLIENT_ANSWER_S:g} s; "
+            "keeping the current settings"
+            if method == types.WORKSPACE_CONFIGURATION
+            else f"ghostfim: the editor did not answer {method} within {CLIENT_ANSWER_S:g} s"
+        )
+        if method in self._unanswered:
+            log.info(message)
+            return
+        self._unanswered.add(method)
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=message)
+        )
+        log.warning(message)
 
     @property
     def encoding(self) -> str:
@@ -130,8 +157,17 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         caps = ls.client_capabilities
         if raw is None and caps and caps.workspace and caps.workspace.configuration:
             items = [types.ConfigurationItem(section="ghostfim")]
-            with contextlib.suppress(Exception):
-                raw = (await ls.workspace_configuration_async(types.ConfigurationParams(items)))[0]
+            try:
+                answer = await ls.ask_client(
+                    types.WORKSPACE_CONFIGURATION, types.ConfigurationParams(items)
+                )
+            except TimeoutError:
+                ls.client_did_not_answer(types.WORKSPACE_CONFIGURATION)
+                return  # keep the current settings
+            except Exception as exc:  # an error answer: nothing to apply
+                log.info("workspace/configuration failed: %s", exc)
+                return
+            raw = answer[0] if isinstance(answer, list) and answer else None
         if not isinstance(unwrap_section(raw), dict):
             # Nothing usable (null, a list, a string): keep the current settings and model.
             # Parsing it would reset every setting to its default and switch models.
@@ -158,7 +194,7 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         )
         ls.service.document_edited(doc.uri, doc.source, line)  # context from other files
 
-    # --- context from other files (engine/context.py): what feeds the ring -------------------
+    # --- context from other files (engine/context/): what feeds the ring ----------------------
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: GhostfimServer, params: types.DidOpenTextDocumentParams) -> None:
         item = params.text_document
@@ -193,7 +229,7 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
         pos = params.position
         state = cursor_of(ls, params.text_document.uri, pos)  # -32602 unless open, in it
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        # Answered in bounded time (engine/deadline.py); held while the model loads.
+        # Answered in bounded time (engine/service/deadline.py); held while the model loads.
         answer = await ls.service.complete(state, explicit=explicit)
         if not answer.text:
             return types.InlineCompletionList(items=[])
@@ -318,6 +354,7 @@ def _drop_stale_cancels(record: logging.LogRecord) -> bool:
 
 
 def run_server(tcp: str | None = None, model: str | None = None) -> int:
+    fix_mmap_threshold()  # documents' and snapshots' blocks go back to the system when freed
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     # A cancel that crosses its answer (the client typed on as it arrived) is normal traffic.
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_drop_stale_cancels)
@@ -331,6 +368,7 @@ def run_server(tcp: str | None = None, model: str | None = None) -> int:
         # Every model job and prompt, with millisecond times, to a file (never the client).
         trace = logging.FileHandler(trace_path, encoding="utf-8")
         trace.setFormatter(logging.Formatter("%(relativeCreated).1f %(name)s %(message)s"))
+        trace.addFilter(SecretsCut(lambda: settings_secrets(server.settings)))
         server.log_handler.setLevel(logging.INFO)
         root.addHandler(trace)
         root.setLevel(logging.DEBUG)

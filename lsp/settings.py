@@ -23,6 +23,7 @@ from ghostfim.engine.config import (
     MULTILINE_MODES,
     EngineConfig,
 )
+from ghostfim.engine.secrets import BackendUrlError, check_backend_url, redact_url
 
 Settings = EngineConfig  # the server's settings are the engine's configuration
 
@@ -94,6 +95,15 @@ def _str(v: Any) -> str:
     return v
 
 
+def _backend_url(v: Any) -> str:
+    """An http(s) URL, or empty for the backend's default port on this machine."""
+    text = _str(v)
+    try:
+        return check_backend_url(text)
+    except BackendUrlError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _draft(v: Any) -> str:
     """ "auto", "none", a preset or a path."""
     if v is None:
@@ -127,13 +137,67 @@ KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "extraContext": ("extra_context", _bool),
     "extraContextTokens": ("extra_context_tokens", IntRange(0, 16_384, auto=True)),
     "backend": ("backend", _choice(BACKENDS)),
-    "backendUrl": ("backend_url", _str),
+    "backendUrl": ("backend_url", _backend_url),
     "backendModel": ("backend_model", _str),
     "backendApiKeyEnv": ("backend_api_key_env", _str),
     "backendTimeoutMs": ("backend_timeout_ms", NumberRange(50, 600_000)),
+    "backendAllowInsecure": ("backend_allow_insecure", _bool),
     "kvSnapshotMb": ("kv_snapshot_mb", IntRange(0, 65_536)),
+    "maxDocumentMb": ("max_document_mb", NumberRange(0.01, 4096)),
 }
 AUTO_FIELDS = ("debounce_ms", "extra_context_tokens")  # None is written "auto"
+
+# --- workspace trust --------------------------------------------------------------------------
+# Every setting is classified here, once: a repository the user merely opened must not choose
+# what runs, what is loaded or downloaded, or where code and keys go. VS Code ignores an
+# untrusted workspace's own values of exactly the TRUST_SENSITIVE keys (package.json
+# `capabilities.untrustedWorkspaces.restrictedConfigurations`); the Neovim plugin takes every
+# setting from the user's own configuration. tests/unit/lsp/test_settings_sync.py fails for a
+# key in neither table, for a free-text or `backend*` key not in TRUST_SENSITIVE, and for a
+# package.json whose restricted list is not exactly this one.
+
+# The editors' own settings: VS Code declares them beside KEYS and never sends them.
+CLIENT_KEYS: tuple[str, ...] = ("serverPath", "serverArgs", "trace.server")
+
+# key -> why a workspace must not choose it (it loads a file, downloads, runs, or sends).
+TRUST_SENSITIVE: dict[str, str] = {
+    "model.size": "a preset is downloaded (up to 2 GB from Hugging Face) and loaded",
+    "model.path": "llama.cpp parses the GGUF file it names",
+    "model.draft": "a path: llama.cpp parses that file; a preset: it is downloaded",
+    "backend": "a remote kind sends the code around the cursor to a host",
+    "backendUrl": "the host that gets the code and the API key",
+    "backendModel": "what the host runs, and what the user's API key is spent on",
+    "backendApiKeyEnv": "whose value is sent to the host: any of the server's variables",
+    "backendTimeoutMs": "how long code is in flight to the host; the remote connection is "
+    "the user's choice as a whole (every backend* key)",
+    "backendAllowInsecure": "the key and the code cross the network in clear text",
+    "serverPath": "the program that runs",
+    "serverArgs": "the arguments that program runs with",
+}
+
+# key -> why a workspace may set it: it only tunes what the user's chosen model does on this
+# machine, within the ranges above, and names no file, program or host.
+NOT_TRUST_SENSITIVE: dict[str, str] = {
+    "enable": "suggestions on or off",
+    "nGpuLayers": "where the chosen model's layers run, GPU or CPU",
+    "debounceMs": "a wait before answering",
+    "maxTokens": "the length of a suggestion",
+    "multiline": "the shape of a suggestion",
+    "prefixTokens": "how much of the open file the model sees",
+    "suffixTokens": "how much of the open file the model sees",
+    "keystrokePrefillMs": "work per keystroke",
+    "maxRestOfLine": "when to suggest",
+    "postprocess": "how a suggestion is cleaned",
+    "filter": "which suggestions are shown",
+    "acceptanceStats": "a local file at a fixed place in the user's state directory, never "
+    "sent (engine/service/localstats.py)",
+    "extraContext": "text of documents open in this window, sent only where the user's own "
+    "backend settings (restricted) already send the file being typed in",
+    "extraContextTokens": "how much of that text",
+    "kvSnapshotMb": "a memory budget that only the user's own editing fills",
+    "maxDocumentMb": "which open documents get context picks: none past this size",
+    "trace.server": "an LSP log in the editor's own output channel",
+}
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -191,7 +255,8 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         except ValueError as exc:
             model_invalid = model_invalid or key.startswith("model.")
             problems.append(
-                f"ghostfim.{key}: {value!r} is invalid ({exc}); keeping {_shown(base, name)!r}"
+                f"ghostfim.{key}: {_quoted(name, value)} is invalid ({exc}); "
+                f"keeping {_quoted(name, _shown(base, name))}"
             )
     if model_invalid:
         # The model is named as a whole: one bad part keeps all of it (what serves now). A
@@ -200,6 +265,16 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         changes.pop("model_path", None)
         changes.pop("model_draft", None)
     return replace(base, **changes), problems
+
+
+# Values quoted back in messages only once redacted: a URL's credentials never reach one.
+_URL_FIELDS = frozenset({"backend_url"})
+
+
+def _quoted(name: str, value: Any) -> str:
+    if name in _URL_FIELDS and isinstance(value, str):
+        return repr(redact_url(value))
+    return repr(value)
 
 
 def _shown(settings: Settings, name: str) -> Any:

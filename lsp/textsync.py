@@ -36,14 +36,8 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from ghostfim.engine import env
-from ghostfim.engine.service.documents import CursorState
-from ghostfim.lsp.documents import (
-    LineIndex,
-    PositionError,
-    chars_to_units,
-    cursor_state,
-    locate,
-)
+from ghostfim.engine.service.cursor import CursorState, cursor_state
+from ghostfim.lsp.documents import LineIndex, PositionError, chars_to_units, locate
 
 log = logging.getLogger("ghostfim.sync")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 from lsprotocol import types
@@ -20,8 +21,14 @@ from ghostfim.engine.backend import KvStatus, ModelInfo
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.ring import RingStatus
 from ghostfim.engine.service.acceptance import Counts
-from ghostfim.engine.service.documents import CursorState
-from ghostfim.engine.service.stats import LatencySummary, RequestStats, ServiceStatus
+from ghostfim.engine.service.cursor import CursorState
+from ghostfim.engine.service.stats import (
+    LatencySummary,
+    MemoryStatus,
+    RequestStats,
+    ServiceStatus,
+)
+from ghostfim.lsp.rpcguard import CLIENT_ANSWER_S, GuardedProtocol
 
 log = logging.getLogger("ghostfim.server")
 
@@ -200,6 +207,19 @@ def status_json(s: ServiceStatus) -> dict[str, Any]:
         "acceptance": acceptance_json(s.acceptance),
         "budgets": budgets_json(s.budgets),
         "savedCpuMs": round(s.saved_cpu_ms, 1),
+        "memory": memory_json(s.memory),
+    }
+
+
+def memory_json(m: MemoryStatus | None) -> dict[str, Any] | None:
+    """Each cache's bytes against its limit (engine/memory.py), the process's resident MB,
+    and the open documents over maxDocumentMb."""
+    if m is None:
+        return None
+    return {
+        "caches": {c.name: {"bytes": c.bytes, "limit": c.limit} for c in m.caches},
+        "rssMb": None if m.rss_bytes is None else round(m.rss_bytes / 2**20, 1),
+        "largeDocuments": m.large_documents,
     }
 
 
@@ -229,6 +249,11 @@ def ghost_text_json(state: CursorState, text: str, done: bool, item_id: str) -> 
     return params
 
 
+def _log_unanswered(request: Future[Any]) -> None:
+    if not request.cancelled() and request.exception() is not None:
+        log.info("progress bar: %s", request.exception())
+
+
 class LspEvents:
     """The engine's events, as LSP notifications and messages."""
 
@@ -253,6 +278,12 @@ class LspEvents:
         )
         log.error(message)
 
+    def notice(self, message: str) -> None:
+        self.server.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Info, message=message)
+        )
+        log.info(message)
+
     def progress(self, message: str, percentage: int | None, done: bool) -> None:
         """Model loading as work-done progress, when the client supports it."""
         caps = self.server.client_capabilities
@@ -262,7 +293,7 @@ class LspEvents:
         progress = self.server.work_done_progress
         if self._progress_token is None and not done:
             token = self._progress_token = f"ghostfim-load-{uuid.uuid4().hex[:8]}"
-            progress.create(token)
+            self._create_progress(token)
             progress.begin(
                 token,
                 types.WorkDoneProgressBegin(
@@ -276,4 +307,19 @@ class LspEvents:
             )
         elif self._progress_token is not None:
             progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
+            progress.tokens.pop(self._progress_token, None)  # pygls keeps them otherwise
             self._progress_token = None
+
+    def _create_progress(self, token: str) -> None:
+        """window/workDoneProgress/create, given up after CLIENT_ANSWER_S (pygls would keep
+        an unanswered request for ever). The bar's notifications follow at once, as before."""
+        protocol = self.server.protocol
+        if not isinstance(protocol, GuardedProtocol):
+            self.server.work_done_progress.create(token)
+            return
+        request = protocol.send_request_expiring(
+            types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+            types.WorkDoneProgressCreateParams(token=token),
+            CLIENT_ANSWER_S,
+        )
+        request.add_done_callback(_log_unanswered)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.gguf_factory import tiny_model_path
 from tests.support.editor import SAMPLE
-from tests.support.gguf_factory import tiny_model_path
 
 if TYPE_CHECKING:
     from ghostfim.engine.local.session import ModelSession

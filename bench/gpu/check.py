@@ -19,7 +19,7 @@ from pathlib import Path
 
 TTFT_P50_MS = 15.0
 TTFT_P95_MS = 40.0
-# engine/session.py's debug line per model request (GHOSTFIM_TRACE), e.g.
+# engine/local/session.py's debug line per model request (GHOSTFIM_TRACE), e.g.
 # "keystroke slot 1 narrow: 312 prompt tokens, 300 reused, 12 new, 3 generated, eos, 45.1 ms"
 JOB = re.compile(
     r"\b(?P<mode>keystroke|full) slot \d+(?P<narrow> narrow)?[^:]*: (?P<prompt>\d+) prompt "

@@ -42,7 +42,7 @@ pins=$("$VENV_PY" -m pip freeze 2>/dev/null |
 #    llama_cpp package with each library once and the other names as symlinks is ~43 MB as .tar.gz.
 wheel=""
 if [ -x "$CUDA_VENV/bin/python" ]; then
-    wdir=$(GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/build_flags.py --wheel-dir || true)
+    wdir=$(GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/setup/build_flags.py --wheel-dir || true)
     wheel=$(ls "$wdir"/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
 fi
 pkg=$OUT/llama-cuda/llama_cpp-cuda.tar.gz
@@ -78,7 +78,7 @@ PY
 fi
 if [ -n "$wheel" ] && [ "$(stat -c %s "$pkg")" -lt $((MAX_WHEEL_MB * 1000 * 1000)) ]; then
     # The CPU features it was compiled for: run.sh builds instead if the GPU host lacks one.
-    GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/build_flags.py > "$OUT/llama-cuda/cmake-args"
+    GHOSTFIM_CUDA=1 "$CUDA_VENV/bin/python" engine/setup/build_flags.py > "$OUT/llama-cuda/cmake-args"
     echo "prepare.sh: carrying the CUDA build of $(basename "$wheel") ($(du -m "$wheel" |
         cut -f1) MB as a wheel) as $pkg ($(du -m "$pkg" | cut -f1) MB)"
 else

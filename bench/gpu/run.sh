@@ -60,7 +60,7 @@ export PYTHONPATH=$SITE
 pkg=.gpu/llama-cuda/llama_cpp-cuda.tar.gz
 missing=""
 if [ -f "$pkg" ]; then
-    missing=$($PY engine/build_flags.py --missing-cpu-flags "$(cat .gpu/llama-cuda/cmake-args)")
+    missing=$($PY engine/setup/build_flags.py --missing-cpu-flags "$(cat .gpu/llama-cuda/cmake-args)")
     [ -z "$missing" ] || echo "run.sh: this CPU lacks $missing, which the carried build uses"
 fi
 if [ -f "$pkg" ] && [ -z "$missing" ]; then
@@ -70,7 +70,7 @@ elif [ $CPU = 0 ] && [ -f .gpu/llama-cuda/llama-cpp-python-src.tar.gz ]; then
     step "build llama-cpp-python with CUDA (sm_90) from the carried sources"
     src=$WORK/llama-src && rm -rf "$src" && mkdir -p "$src"
     tar -xzf .gpu/llama-cuda/llama-cpp-python-src.tar.gz -C "$src"
-    CMAKE_ARGS=$(GHOSTFIM_CUDA=1 GHOSTFIM_CUDA_ARCH=${GHOSTFIM_CUDA_ARCH:-90} $PY engine/build_flags.py)
+    CMAKE_ARGS=$(GHOSTFIM_CUDA=1 GHOSTFIM_CUDA_ARCH=${GHOSTFIM_CUDA_ARCH:-90} $PY engine/setup/build_flags.py)
     echo "CMAKE_ARGS=$CMAKE_ARGS"
     # nvcc, cmake, ninja and scikit-build-core are in the image; cuBLAS is its nvidia-cublas.
     CMAKE_ARGS=$CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip install -q \

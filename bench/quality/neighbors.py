@@ -2,7 +2,7 @@
 
 An editor rarely holds one file alone: the files next to it, and the ones it imports, are open
 in other tabs. ghostfim puts chunks of open documents before full prompts (`extraContext`,
-engine/context.py); with `--neighbors N` each task gets up to N files from its own folder with
+engine/context/); with `--neighbors N` each task gets up to N files from its own folder with
 the same extension, the ones the task's file names (imports, includes) first, then the rest by
 name. They are opened (`didOpen`) before the task's document and closed after it.
 

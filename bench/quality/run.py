@@ -3,7 +3,7 @@
     python -m bench.quality [--model small] [--tasks 60] [--seed 7]
                             [--systems ghostfim,ghostfim-raw,llama-server]
                             [--languages python,javascript,...] [--kinds line,rest,block]
-                            [--exec-share 0.34] [--out docs/benchmarks-quality.json]
+                            [--exec-share 0.34] [--out bench/results/quality.json]
     python -m bench.quality --list [--tasks 60]   # the tasks, no model
     python -m bench.quality --count      # every task there is, per language and kind
 
@@ -29,12 +29,12 @@ from typing import Any
 
 from bench.quality import exec_tasks, scoring
 from bench.quality.neighbors import open_neighbors
+from bench.quality.selection import build_tasks
 from bench.quality.systems import GHOSTFIM_ARMS, GhostfimSystem, LlamaServerSystem, Outcome
 from bench.quality.tasks import (
     KINDS,
     LANGUAGES,
     Task,
-    build_tasks,
     discover_sources,
     spans_of,
 )

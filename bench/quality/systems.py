@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.tasks import Task
-from tests.support.lspclient import LspProcess, Notification
+from harness.lspclient import LspProcess, Notification
 
 GHOSTFIM_ARMS = ("ghostfim", "ghostfim-raw")
 REQUEST_TIMEOUT_S = 300.0
@@ -74,7 +74,7 @@ class GhostfimSystem:
         command = shlex.split(os.environ.get("GHOSTFIM_BENCH_SERVER", "")) or [
             sys.executable,
             "-m",
-            "ghostfim.cli.main",
+            "ghostfim.lsp.main",
             "serve",
         ]
         self.client = await LspProcess.start(command, env=self.env)

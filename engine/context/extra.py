@@ -7,19 +7,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from cachetools import LRUCache
-
 from ghostfim.engine.context.ring import (
-    AUTO_MAX_TOKENS,
-    AUTO_PREFILL_MS,
     IN_WINDOW,
     ContextChunk,
     ExtraContext,
     containment,
     key_lines,
 )
+from ghostfim.engine.memory import CONTEXT_TOKENS_BYTES, ByteLRU, CacheUsage, ints_bytes, str_bytes
 from ghostfim.engine.prompt.builder import PromptParts
 from ghostfim.engine.prompt.fim import FimTemplate
+from ghostfim.engine.tuning import AUTO_MAX_TOKENS, AUTO_PREFILL_MS
 
 Tokenize = Callable[[str], list[int]]
 
@@ -34,7 +32,9 @@ class ExtraContextBuilder:
     def __init__(self, tokenize: Tokenize, template: FimTemplate) -> None:
         self.tokenize = tokenize
         self.template = template
-        self._tokens: LRUCache[tuple[str, str], list[int]] = LRUCache(maxsize=256)
+        self._tokens: ByteLRU[tuple[str, str], list[int]] = ByteLRU(
+            CONTEXT_TOKENS_BYTES, _chunk_bytes
+        )
         self._auto_budget: int | None = None
 
     @property
@@ -50,6 +50,9 @@ class ExtraContextBuilder:
         if self._auto_budget is None:
             self._auto_budget = min(AUTO_MAX_TOKENS, cost.tokens_within(AUTO_PREFILL_MS))
         return self._auto_budget
+
+    def caches(self) -> tuple[CacheUsage, ...]:
+        return (CacheUsage("contextTokens", self._tokens.nbytes, self._tokens.limit),)
 
     def chunk_tokens(self, chunk: ContextChunk) -> list[int]:
         """`<|file_sep|>path\\ntext` (tokenized once per chunk)."""
@@ -107,3 +110,9 @@ class ExtraContextBuilder:
         k = 1 if bos >= 0 and parts.head[:1] == [bos] else 0
         head = [*parts.head[:k], *tokens, *parts.head[k:]]
         return replace(parts, head=head, extra_tokens=len(tokens))
+
+
+def _chunk_bytes(key: tuple[str, str], tokens: list[int]) -> int:
+    """A chunk's name and text (counted here too: the ring may drop the chunk before its
+    tokens leave this cache) and its tokens."""
+    return str_bytes(key[0]) + str_bytes(key[1]) + ints_bytes(tokens)

@@ -10,6 +10,7 @@ ring holds, when `extra_context` is on.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ghostfim.engine.context.ring import (
@@ -20,6 +21,7 @@ from ghostfim.engine.context.ring import (
     document_name,
     root_path,
 )
+from ghostfim.engine.memory import CacheUsage
 
 Left = tuple[str, str, int]  # a document the user left: its id, its text, the cursor's line
 
@@ -33,10 +35,13 @@ class _Where:
 
 
 class ContextFeed:
-    def __init__(self) -> None:
+    def __init__(self, skip: Callable[[str], bool] = lambda _doc_id: False) -> None:
         self.ring = ContextRing()
         self.workspace_roots: list[str] = []
         self._docs: dict[str, _Where] = {}
+        # Documents that give no chunks: those over the size limit (engine/service/
+        # doclimit.py), whose picks would split all of their text into lines.
+        self.skip = skip
 
     def set_workspace_roots(self, roots: list[str]) -> None:
         """Workspace folders (URIs or paths): chunks are named relative to them."""
@@ -49,6 +54,8 @@ class ContextFeed:
         return self._docs.setdefault(doc_id, _Where())
 
     def _pick(self, doc_id: str, text: str, line: int | None) -> None:
+        if self.skip(doc_id):
+            return
         self._where(doc_id).picked = time.monotonic()
         self.ring.pick(text, self._name(doc_id), doc_id, line)
 
@@ -96,3 +103,6 @@ class ContextFeed:
 
     def status(self) -> RingStatus:
         return self.ring.status()
+
+    def usage(self) -> CacheUsage:
+        return self.ring.usage()

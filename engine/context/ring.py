@@ -47,11 +47,16 @@ and three neighbouring files open it lowered exact match (docs/benchmarks.md).
 
 from __future__ import annotations
 
+import itertools
+import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
+
+from ghostfim.engine.memory import CONTEXT_RING_BYTES, CacheUsage, str_bytes
 
 MAX_CHUNKS = 16  # chunks the ring holds (llama.vim's ring_n_chunks)
 CHUNK_LINES = 32  # lines a chunk holds at most (llama.vim picks half its ring_chunk_size, 64)
@@ -65,11 +70,6 @@ CHANGE_PICK_S = 60.0  # an edited document gives a chunk at most this often
 DUPLICATE = 0.9  # similarity at which a new chunk repeats one held (llama.vim's threshold)
 SAME_REGION = 0.5  # content overlap at which two chunks of one document show the same region
 IN_WINDOW = 0.5  # share of a chunk's lines already in the prompt's window: left out
-
-# "auto" budget: what a cold prefill decodes in about this long, at most AUTO_MAX_TOKENS. On a
-# GPU that is all of AUTO_MAX_TOKENS; on a slow CPU it is less than one chunk, i.e. off.
-AUTO_PREFILL_MS = 3000.0
-AUTO_MAX_TOKENS = 1024
 
 
 def _says_something(line: str) -> bool:
@@ -111,9 +111,14 @@ class ContextChunk:
     text: str
     doc_id: str = ""  # the document it came from ("" for text the client sent)
     lines: frozenset[str] = field(init=False, repr=False, compare=False)
+    nbytes: int = field(init=False, repr=False, compare=False)  # what it holds in memory
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lines", key_lines(self.text))
+        lines = key_lines(self.text)
+        object.__setattr__(self, "lines", lines)
+        held = (self.filename, self.text, self.doc_id, *lines)
+        nbytes = sys.getsizeof(lines) + sum(str_bytes(s) for s in held)
+        object.__setattr__(self, "nbytes", nbytes)
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,17 @@ def root_path(uri_or_path: str) -> str:
     """A workspace root (URI or path) as a path."""
     parsed = urlparse(uri_or_path)
     return unquote(parsed.path) if parsed.scheme == "file" else uri_or_path
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _first_lines(text: str, n: int) -> str:
+    """The start of `text` that holds its first n lines (with their line ends): what is
+    looked at of text a client may send in any size, without splitting all of it."""
+    ends = itertools.islice(_LINE_END.finditer(text), n - 1, n)
+    last = next(ends, None)
+    return text if last is None else text[: last.end()]
 
 
 def _normalized_lines(text: str) -> list[str]:
@@ -251,7 +267,7 @@ class ContextRing:
     def add_text(self, text: str, filename: str, doc_id: str = "") -> int:
         """Queue text the client sent (at most MAX_CLIENT_CHUNKS chunks of it, from its start);
         returns how many chunks were queued."""
-        lines = _normalized_lines(text)
+        lines = _normalized_lines(_first_lines(text, MAX_CLIENT_CHUNKS * self.chunk_lines))
         added = 0
         for start in range(0, len(lines), self.chunk_lines):
             if start // self.chunk_lines >= MAX_CLIENT_CHUNKS:
@@ -277,6 +293,8 @@ class ContextRing:
         self.pending = [p for p in self.pending if not _same_region(p, chunk)]
         self.pending.append(chunk)
         del self.pending[:-MAX_PENDING]
+        while len(self.pending) > 1 and _bytes(self.pending) > CONTEXT_RING_BYTES // 2:
+            del self.pending[0]
         return True
 
     # --- committing ---------------------------------------------------------------------------
@@ -302,6 +320,10 @@ class ContextRing:
         if len(self.chunks) > self.max_chunks:
             self.evicted += len(self.chunks) - self.max_chunks
             self.chunks = self.chunks[-self.max_chunks :]
+        # Half the ring's bytes for what prompts get, half for the picks waiting for it.
+        while len(self.chunks) > 1 and _bytes(self.chunks) > CONTEXT_RING_BYTES // 2:
+            self.evicted += 1
+            self.chunks = self.chunks[1:]
         self.pending = []
         self._committed_at = now
         if changed:
@@ -321,6 +343,11 @@ class ContextRing:
         self.chunks, self.pending, self._closed = [], [], set()
         self.version += 1
 
+    def usage(self) -> CacheUsage:
+        return CacheUsage(
+            "contextRing", _bytes(self.chunks) + _bytes(self.pending), CONTEXT_RING_BYTES
+        )
+
     def status(self) -> RingStatus:
         return RingStatus(
             len(self.chunks),
@@ -338,6 +365,10 @@ class RingStatus:
     evicted: int
     version: int
     files: tuple[str, ...]
+
+
+def _bytes(chunks: list[ContextChunk]) -> int:
+    return sum(c.nbytes for c in chunks)
 
 
 def _same_region(held: ContextChunk, new: ContextChunk) -> bool:

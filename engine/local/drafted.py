@@ -16,9 +16,12 @@ few of its own decodes, not a whole suggestion's (measured: at the start of a bl
 and the 1.5B part after a token or two; docs/benchmarks.md).
 
 Each model keeps its own KV slots, keystroke windows and per-document snapshots (both get the
-same request, so a keystroke costs each a token or two of prefill). A cancel stops whichever is
-running at its next decode boundary. Both models must share one tokenizer (the Qwen2.5-Coder
-sizes do): a draft whose vocabulary differs is refused when it loads.
+same request, so a keystroke costs each a token or two of prefill). The RAM for snapshots
+(`kvSnapshotMb`) is the server's, not each model's: it is split between the two by what a token
+of each one's KV cells takes, so that both keep the windows of about the same documents. A
+cancel stops whichever is running at its next decode boundary. Both models must share one
+tokenizer (the Qwen2.5-Coder sizes do): a draft whose vocabulary differs is refused when it
+loads.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ghostfim.engine.backend import (
 )
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.local.session import ModelSession
+from ghostfim.engine.memory import CacheUsage, merged
 
 # Token ids whose texts must agree for two vocabularies to be taken for one tokenizer.
 VOCABULARY_PROBES = (0, 1, 100, 1000, 10_000, 50_000, 100_000, 151_643, 151_659, 151_660)
@@ -94,6 +98,14 @@ class DraftedSession:
         self.proposed = 0  # draft tokens proposed, and kept by the target
         self.accepted = 0
         self.length = DraftLength()
+        self._share_snapshots(target.budgets.effective.snapshot_bytes)
+
+    def _share_snapshots(self, snapshot_bytes: int) -> None:
+        """Split the server's snapshot RAM in proportion to each model's KV bytes a token."""
+        per_target, per_draft = self.target.kv_bytes_per_token, self.draft.kv_bytes_per_token
+        draft_share = snapshot_bytes * per_draft // max(1, per_target + per_draft)
+        self.draft.set_snapshot_limit(draft_share)
+        self.target.set_snapshot_limit(snapshot_bytes - draft_share)
 
     @property
     def info(self) -> ModelInfo:
@@ -146,14 +158,32 @@ class DraftedSession:
 
     def set_budgets(self, budgets: Budgets) -> BudgetsInEffect:
         self.draft.set_budgets(budgets)
-        return self.target.set_budgets(budgets)
+        in_effect = self.target.set_budgets(budgets)
+        self._share_snapshots(in_effect.effective.snapshot_bytes)
+        return in_effect
 
     def forget_document(self, doc_id: str) -> None:
         self.draft.forget_document(doc_id)
         self.target.forget_document(doc_id)
 
     def kv_status(self) -> KvStatus | None:
-        return self.target.kv_status()
+        """Both models' snapshots: together they keep within the server's limit."""
+        t, d = self.target.slots.status(), self.draft.slots.status()
+        return KvStatus(
+            snapshots=t.snapshots + d.snapshots,
+            snapshot_bytes=t.snapshot_bytes + d.snapshot_bytes,
+            snapshot_limit_bytes=t.snapshot_limit_bytes + d.snapshot_limit_bytes,
+            saved=t.saved + d.saved,
+            restored=t.restored + d.restored,
+            dropped=t.dropped + d.dropped,
+            last_save_ms=t.last_save_ms,
+            last_restore_ms=t.last_restore_ms,
+            recent=t.recent,  # the target's: the draft's events are the same documents'
+        )
+
+    def caches(self) -> tuple[CacheUsage, ...]:
+        """Each cache of the two models summed (the snapshots' limits add up to the server's)."""
+        return merged((*self.target.caches(), *self.draft.caches()))
 
     def close(self) -> None:
         try:

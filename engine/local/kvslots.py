@@ -33,17 +33,14 @@ from dataclasses import dataclass, field
 
 from ghostfim.engine.backend import KvEvent, KvStatus
 from ghostfim.engine.config import DEFAULT_BUDGETS
+from ghostfim.engine.memory import CacheUsage, ints_bytes
+from ghostfim.engine.tuning import GENERATION_ROOM, MIN_SNAPSHOT_TOKENS, MIN_USEFUL_REUSE
 
 log = logging.getLogger("ghostfim.kvslots")
 
 SLOT_FULL = 0
 KEYSTROKE_SLOTS = (1, 2)
 N_SLOTS = 3
-# Cells each slot keeps free beyond its prompt: what is generated after it, and some slack.
-GENERATION_ROOM = 256 + 64
-MIN_USEFUL_REUSE = 8  # cached tokens a prompt must share with a slot to be written into it
-# A slot's window worth keeping when it is overwritten: less than this re-prefills in a moment.
-MIN_SNAPSHOT_TOKENS = 32
 
 
 @dataclass
@@ -57,7 +54,7 @@ class Snapshot:
 
     @property
     def nbytes(self) -> int:
-        return len(self.state) + 8 * len(self.tokens)
+        return len(self.state) + ints_bytes(self.tokens)
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,9 @@ class KvSlots:
         self._slots = [_Slot() for _ in range(N_SLOTS)]
         self._uses = 0
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()  # oldest first
+        # Their bytes, kept as they change: ghostfim/status reads it from the event loop while
+        # the model thread changes the snapshots (a sum over them there could see one change).
+        self._snapshot_bytes_used = 0
         self._snapshot_ids = 0
         self.stats = SnapshotStats()
 
@@ -132,7 +132,7 @@ class KvSlots:
 
     @property
     def snapshot_bytes_used(self) -> int:
-        return sum(s.nbytes for s in self._snapshots.values())
+        return self._snapshot_bytes_used
 
     # --- planning (reads only) ---------------------------------------------------------------
     def plan_full(self) -> SlotPlan:
@@ -209,16 +209,24 @@ class KvSlots:
     def forget(self, doc_id: str) -> None:
         """A closed document's snapshots go."""
         for key in [k for k, s in self._snapshots.items() if s.doc_id == doc_id]:
-            del self._snapshots[key]
+            self._remove(key)
 
     def set_snapshot_limit(self, snapshot_bytes: int) -> None:
         self.snapshot_bytes = snapshot_bytes
-        while self._snapshots and self.snapshot_bytes_used > snapshot_bytes:
-            self._snapshots.popitem(last=False)
-            self.stats.dropped += 1
+        self._drop_oldest_over(snapshot_bytes)
 
     def drop_snapshots(self) -> None:
         self._snapshots.clear()
+        self._snapshot_bytes_used = 0
+
+    def _remove(self, key: int) -> None:
+        self._snapshot_bytes_used -= self._snapshots.pop(key).nbytes
+
+    def _drop_oldest_over(self, limit: int) -> None:
+        """The oldest snapshots go until the rest fit `limit` (each counted as dropped)."""
+        while self._snapshots and self._snapshot_bytes_used > limit:
+            self._remove(next(iter(self._snapshots)))
+            self.stats.dropped += 1
 
     # --- snapshots ---------------------------------------------------------------------------
     def save_before(self, plan: SlotPlan, keep: int) -> bool:
@@ -245,6 +253,7 @@ class KvSlots:
             return
         self._snapshot_ids += 1
         self._snapshots[self._snapshot_ids] = snapshot
+        self._snapshot_bytes_used += snapshot.nbytes
         self.stats.saved += 1
         self.stats.last_save_ms = snapshot.save_ms
         self.stats.last_bytes = snapshot.nbytes
@@ -253,9 +262,7 @@ class KvSlots:
                 "save", snapshot.doc_id, len(snapshot.tokens), snapshot.nbytes, snapshot.save_ms
             )
         )
-        while self.snapshot_bytes_used > self.snapshot_bytes:
-            self._snapshots.popitem(last=False)
-            self.stats.dropped += 1
+        self._drop_oldest_over(self.snapshot_bytes)
         log.debug(
             "saved %d tokens of %s from slot %d: %d bytes, %.1f ms",
             len(snapshot.tokens),
@@ -268,7 +275,10 @@ class KvSlots:
     def _drop_snapshot(self, snapshot: Snapshot) -> None:
         for key, kept in list(self._snapshots.items()):
             if kept is snapshot:
-                del self._snapshots[key]
+                self._remove(key)
+
+    def usage(self) -> CacheUsage:
+        return CacheUsage("kvSnapshots", self._snapshot_bytes_used, self.snapshot_bytes)
 
     def status(self) -> KvStatus:
         st = self.stats

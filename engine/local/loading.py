@@ -28,12 +28,10 @@ from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.setup.device import cuda_gpu_name, gpu_offload_available
 from ghostfim.engine.setup.fetch import resolve_model
 from ghostfim.engine.setup.presets import PRESETS
+from ghostfim.engine.tuning import CELLS_PER_SLOT, FAST_PREFILL_MS_PER_TOKEN
 
 log = logging.getLogger("ghostfim.loading")
 
-CELLS_PER_SLOT = 4096  # KV cells each slot (full prompts, two keystroke windows) gets
-# A prefill faster than this per token is a GPU's (or a pinned cost model's): GPU policy.
-FAST_PREFILL_MS_PER_TOKEN = 1.0
 ALL_LAYERS = 999
 
 

@@ -169,6 +169,15 @@ class NativeModel:
     def size_bytes(self) -> int:
         return int(llama_cpp.llama_model_size(self._live(self.model)))
 
+    def kv_bytes_per_token(self) -> int:
+        """What one token's KV cells take: keys and values of every layer, 16 bits each (the
+        cache type the context is created with). A KV snapshot grows by this per token."""
+        model = self._live(self.model)
+        head_dim = int(llama_cpp.llama_model_n_embd(model)) // max(
+            1, int(llama_cpp.llama_model_n_head(model))
+        )
+        return 2 * self.n_layer * int(llama_cpp.llama_model_n_head_kv(model)) * head_dim * 2
+
     # --- vocabulary -----------------------------------------------------------------------
     def tokenize(
         self, text: str, *, add_special: bool = False, parse_special: bool = False
@@ -281,14 +290,6 @@ class NativeModel:
             raise DecodeAborted()
         if rc != DECODE_OK:
             raise DecodeError(f"llama_decode returned {rc} (n_tokens={n}, pos={start_pos})")
-
-    def argmax_last(self, among: np.ndarray | None = None) -> int:
-        """Greedy pick from the logits of the last decoded token (optionally among some ids)."""
-        ptr = llama_cpp.llama_get_logits_ith(self._live(self.ctx), -1)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-        if among is not None and len(among):
-            return int(among[int(logits[among].argmax())])
-        return int(logits.argmax())
 
     def argmax_last_with_prob(self, among: np.ndarray | None = None) -> tuple[int, float]:
         """The greedy pick and the model's probability of it (softmax over the whole

@@ -30,28 +30,18 @@ from dataclasses import dataclass, replace
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan, common_prefix_len
 from ghostfim.engine.local.speed import PrefillCostModel
-from ghostfim.engine.prompt.builder import PREFIX_SLACK, Prompt, PromptParts
-
-# A keystroke prompt's prefix window is what a cold prefill decodes in about this long, so the
-# first keystroke at a new place shows ghost text soon (on a GPU: the whole prefix budget) ...
-KEYSTROKE_START_MS = 500.0
-# ... and once the user is typing there, a background job prepares a window this much wider
-# (in the other keystroke slot), which keystrokes move to as soon as it is ready.
-KEYSTROKE_WIDE_MS = 1500.0
-MIN_START_TOKENS = 24
-MIN_WIDE_TOKENS = 128
-
-# A prefill chunk is sized to about this much work: the longest a cancel waits on the CPU for
-# the text before the cursor (the rest is aborted at once).
-PREFILL_CHUNK_MS = 250.0
-# Background prefills (the wide window, the refresh, warm-up) start when the user stops typing
-# (engine/service/followups.py) and are aborted by the next keystroke, losing the chunk in
-# progress: small chunks, so that an abort loses little and a short stop still moves them on.
-BACKGROUND_CHUNK_MS = 100.0
-# A full prompt the user waits for (explicit) is aborted anywhere by a cancel, so its chunks can
-# be large: on a CPU a 10-token chunk costs ~24 ms a token, a 48-token one ~21.
-FULL_CHUNK_MS = 1000.0
-MIN_CHUNK_TOKENS = 2
+from ghostfim.engine.prompt.builder import Prompt, PromptParts
+from ghostfim.engine.tuning import (
+    BACKGROUND_CHUNK_MS,
+    FULL_CHUNK_MS,
+    KEYSTROKE_START_MS,
+    KEYSTROKE_WIDE_MS,
+    MIN_CHUNK_TOKENS,
+    MIN_START_TOKENS,
+    MIN_WIDE_TOKENS,
+    PREFILL_CHUNK_MS,
+    PREFIX_SLACK,
+)
 
 
 @dataclass(frozen=True)

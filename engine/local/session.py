@@ -10,9 +10,11 @@ Everything else asks `ModelSession.complete`, whose phases read top to bottom:
                        snapshot is restored first when it holds more), decode the rest in chunks
                        with a cancellation check between chunks (and llama.cpp's abort callback
                        inside a chunk on the CPU); its last logits give token one
-    decode_n_tokens -> greedy decode one token at a time until a stop rule fires; each token's
-                       probability goes with the text, for the confidence rule that decides
-                       what of it is shown (engine/text/confidence.py)
+    decode          -> greedy decode one token at a time until a stop rule fires, or a draft
+                       model's proposal checked in one batch first (engine/local/decode.py:
+                       decode_n_tokens, speculative_decode); each token's probability goes with
+                       the text, for the confidence rule that decides what of it is shown
+                       (engine/text/confidence.py)
     finish          -> clean-up rules, and what the service needs to know (engine/text/finish.py)
 
 Loading, calibration and the GPU/CPU policy are engine/local/loading.py.
@@ -24,7 +26,6 @@ within milliseconds) or one decode step.
 
 from __future__ import annotations
 
-import codecs
 import functools
 import logging
 import threading
@@ -49,50 +50,23 @@ from ghostfim.engine.backend import (
 from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets, BudgetsInEffect
 from ghostfim.engine.context.extra import ExtraContextBuilder
 from ghostfim.engine.local import native
+from ghostfim.engine.local.decode import (
+    Decoded,
+    DecodeOptions,
+    decode_n_tokens,
+    speculative_decode,
+)
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
 from ghostfim.engine.local.plan import Planner, PromptPlan, Windows
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
+from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts, fit_budgets
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
 from ghostfim.engine.text.finish import finish, stop_policy, streaming
-from ghostfim.engine.text.stops import StopPolicy
 from ghostfim.engine.timings import Timings
 
 log = logging.getLogger("ghostfim.session")
-
-
-class Checked:
-    """A draft's proposal while this model goes through it: which of its tokens this model
-    picked too. Token c of the proposal is in the KV cache at position start + c."""
-
-    def __init__(self, proposal: Sequence[int]) -> None:
-        self.proposal: tuple[int, ...] = tuple(proposal)
-        self.kept = 0  # proposed tokens taken so far
-        self.active = False
-        self._picks: list[tuple[int, float]] = []
-        self._slot = self._start = 0
-        self._model: native.NativeModel | None = None
-
-    def start(
-        self, slot: int, start: int, picks: list[tuple[int, float]], model: native.NativeModel
-    ) -> None:
-        self._slot, self._start, self._picks, self._model = slot, start, picks, model
-        self.kept, self.active = 1, True  # the first token was this model's own pick
-
-    def next(self, slots: KvSlots) -> tuple[int, float]:
-        """This model's token after the current one (proposal token kept - 1): the next
-        proposed token when it agrees; else its own, with the rest of the proposal's cells
-        dropped so that decoding goes on from there."""
-        assert self._model is not None
-        c = self.kept - 1
-        pick = self._picks[c]
-        if c + 1 < len(self.proposal) and pick[0] == self.proposal[c + 1]:
-            self.kept += 1
-            return pick
-        self.active = False
-        drop_cells(slots, self._model, self._slot, self._start + c + 1)
-        return pick
 
 
 @dataclass(frozen=True)
@@ -190,6 +164,15 @@ class ModelSession:
         )
         return in_effect
 
+    def set_snapshot_limit(self, snapshot_bytes: int) -> None:
+        """The RAM for this model's KV snapshots, when it is a share of the server's
+        (engine/local/drafted.py splits `kvSnapshotMb` between the draft and the target)."""
+        self.slots.set_snapshot_limit(snapshot_bytes)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.model.kv_bytes_per_token()
+
     def resize_windows(self) -> None:
         """The cost model changed (calibration): the keystroke windows follow it."""
         self.planner.windows = Windows.sized(self.cost, self.builder.prefix_budget)
@@ -238,11 +221,7 @@ class ModelSession:
         timings.extra_tokens = prompt.extra_tokens
         ctx, policy = stop_policy(request)
 
-        probs: list[float] = []
-        ends: list[int] = []
-        ids: list[int] = []
-
-        def done(raw: str, reason: str) -> Completion:
+        def done(decoded: Decoded) -> Completion:
             timings.total_ms = (time.perf_counter() - start) * 1000
             log.debug(
                 "%s slot %d%s%s: %d prompt tokens, %d reused, %d new, %d generated, %s, %.1f ms",
@@ -254,61 +233,56 @@ class ModelSession:
                 timings.prefill_reused_tokens,
                 timings.prefill_new_tokens,
                 timings.decode_tokens,
-                reason,
+                decoded.reason,
                 timings.total_ms,
             )
             return finish(
                 request,
                 ctx,
-                raw,
-                reason,
+                decoded.text,
+                decoded.reason,
                 timings,
                 suffix_cut=plan.suffix_cut,
                 widen=prompt.narrow,
-                token_probs=tuple(probs),
-                token_ends=tuple(ends),
-                token_ids=tuple(ids),
+                token_probs=tuple(decoded.probs),
+                token_ends=tuple(decoded.ends),
+                token_ids=tuple(decoded.ids),
             )
 
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
-            return done("", "empty_prompt")
+            return done(Decoded(reason="empty_prompt"))
         if request.max_tokens <= 0 and plan.new_tokens <= 1:
-            return done("", "prefill_only")  # already prepared: nothing to decode
+            return done(Decoded(reason="prefill_only"))  # already prepared: nothing to decode
         try:
-            first, first_prob, reused, new, prefill_ms = self.prefill(
+            first_token, first_prob, reused, new, prefill_ms = self.prefill(
                 plan, cancel, doc_id=request.doc_id
             )
         except Cancelled:
             # What was decoded before the cancel stays in the cache: count it.
             timings.prefill_reused_tokens, timings.prefill_new_tokens = self._prefill_progress
             timings.prefill_ms = (time.perf_counter() - start) * 1000 - timings.prompt_ms
-            return done("", "cancelled")
+            return done(Decoded(reason="cancelled"))
         timings.prefill_reused_tokens, timings.prefill_new_tokens = reused, new
         timings.prefill_ms = prefill_ms
         timings.ttft_ms = (time.perf_counter() - start) * 1000
         if request.max_tokens <= 0:
-            return done("", "prefill_only")
+            return done(Decoded(reason="prefill_only"))
 
         decode_start = time.perf_counter()
-        checked = Checked(proposal[: min(request.max_tokens, self.model.n_batch)])
-        raw, n_generated, reason = self.decode_n_tokens(
-            plan.slot.slot,
-            (first, first_prob),
-            request.max_tokens,
-            policy,
-            cancel,
-            streaming(on_text, request, ctx),
-            heal=prompt.heal,
-            probs=probs,
-            ends=ends,
-            ids=ids,
-            checked=checked,
-            give_up_below=request.give_up_below,
-        )
-        timings.draft_tokens, timings.draft_accepted = len(checked.proposal), checked.kept
-        timings.decode_tokens = n_generated
+        options = DecodeOptions(request.max_tokens, policy, prompt.heal, request.give_up_below)
+        stream = streaming(on_text, request, ctx)
+        first = (first_token, first_prob)
+        if proposal:
+            draft = proposal[: min(request.max_tokens, self.model.n_batch)]
+            decoded = speculative_decode(
+                self, plan.slot.slot, first, draft, options, cancel, stream
+            )
+        else:
+            decoded = decode_n_tokens(self, plan.slot.slot, first, options, cancel, stream)
+        timings.draft_tokens, timings.draft_accepted = decoded.draft_tokens, decoded.draft_kept
+        timings.decode_tokens = decoded.generated
         timings.decode_ms = (time.perf_counter() - decode_start) * 1000
-        return done(raw, reason)
+        return done(decoded)
 
     # --- phase 1: plan ----------------------------------------------------------------------
     def plan(self, request: CompletionRequest) -> PromptPlan:
@@ -395,97 +369,22 @@ class ModelSession:
         """Tokens that agree with the text still to be healed (None: any token)."""
         return self.vocab.candidates(heal) if heal else None
 
-    def decode_n_tokens(
-        self,
-        slot: int,
-        first: tuple[int, float],
-        max_tokens: int,
-        policy: StopPolicy,
-        cancel: CancelToken,
-        on_text: OnText | None,
-        heal: bytes = b"",
-        probs: list[float] | None = None,
-        ends: list[int] | None = None,
-        ids: list[int] | None = None,
-        checked: Checked | None = None,
-        give_up_below: float = 0.0,
-    ) -> tuple[str, int, str]:
-        """Greedy decode from `first` (a token and its probability); returns (text, tokens
-        generated, stop reason). `probs`/`ends` receive each kept token's probability and
-        where its text ends. It gives up ("unsure") once the product of the probabilities
-        falls below `give_up_below`.
+    # What decoding (engine/local/decode.py) asks of the session: its KV cells change here.
+    def piece(self, token: int) -> bytes:
+        return self.vocab.pieces[token]
 
-        With `heal`, the first tokens re-create that text (the prompt's last token, taken out)
-        and only what follows it is the suggestion. Each token's probability streams with the
-        text: what of it is worth showing is the service's to decide, from wherever the user
-        stands (engine/service/suggestions.py). With `checked`, a
-        draft's proposal whose first token is `first` is decoded in one batch and each of its
-        tokens taken while this model would have picked it too (`_check`).
-        """
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text = ""
-        token, prob = first
-        generated = 0
-        chance = 1.0  # the model's own chance of the text so far
-        end_tokens, pieces = self.end_tokens, self.vocab.pieces
-        probs = [] if probs is None else probs
-        ends = [] if ends is None else ends
-        ids = [] if ids is None else ids
-        checked = checked or Checked(())
-        if checked.proposal and checked.proposal[0] == token:
-            if cancel.cancelled:
-                return "", generated, "cancelled"
-            try:
-                self._check(slot, checked, heal)
-            except native.DecodeAborted:
-                return "", generated, "cancelled"
+    def fits(self, slot: int, more: int) -> bool:
+        return self.slots.fits(self.slots.length(slot) + more)
 
-        while True:
-            if token in end_tokens:
-                return text, generated, "eog"
-            piece_bytes = pieces[token]
-            if heal:
-                done = min(len(heal), len(piece_bytes))
-                piece_bytes, heal = piece_bytes[done:], heal[done:]
-            piece = utf8.decode(piece_bytes)
-            generated += 1
-            text += piece
-            probs.append(prob)
-            ends.append(len(text))
-            ids.append(token)
-            decision = policy.check(text)
-            if decision.stop:
-                kept = text[: decision.keep] if decision.keep >= 0 else text
-                return kept, generated, decision.reason
-            if on_text is not None:
-                on_text(text, tuple(zip(ends, probs, strict=True)))
-            if generated >= max_tokens:
-                return text, generated, "max_tokens"
-            chance *= prob
-            if chance < give_up_below:
-                return text, generated, "unsure"
-            if cancel.cancelled:
-                return text, generated, "cancelled"
-            if checked.active:
-                token, prob = checked.next(self.slots)  # decoded already, with the proposal
-                continue
-            length = self.slots.length(slot)
-            if not self.slots.fits(length + 1):
-                return text, generated, "context_full"
-            try:
-                token, prob = self.decode_one_token(slot, token, heal)
-            except native.DecodeAborted:  # its cells are dropped already
-                return text, generated, "cancelled"
-
-    def _check(self, slot: int, checked: Checked, heal: bytes) -> None:
-        """Decode the proposal after the prompt in one batch, with the logits of every
-        position: this model's own pick after each proposed token (within what token healing
-        still allows there)."""
-        proposal = checked.proposal
+    def decode_proposal(
+        self, slot: int, proposal: Sequence[int], heal: bytes
+    ) -> tuple[int, list[tuple[int, float]]]:
+        """Decode a draft's proposal after the prompt in one batch, with the logits of every
+        position: where it starts, and this model's own pick after each proposed token
+        (within what token healing still allows there). No picks when it does not fit."""
         start = self.slots.length(slot)
         if not self.slots.fits(start + len(proposal) + 1):
-            checked.proposal = ()
-            return
+            return start, []
         try:
             self.model.decode(proposal, start, want_logits=True, seq=slot, all_logits=True)
         except native.DecodeAborted:
@@ -498,12 +397,22 @@ class ModelSession:
             piece = self.vocab.pieces[token]
             heal = heal[min(len(heal), len(piece)) :]
             picks.append(self.model.argmax_at(i, self._healing_candidates(heal)))
-        checked.start(slot, start, picks, self.model)
+        return start, picks
+
+    def drop_from(self, slot: int, position: int) -> None:
+        """Drop a slot's cells from `position` on (a proposal's that this model did not take)."""
+        drop_cells(self.slots, self.model, slot, position)
 
     def forget_document(self, doc_id: str) -> None:
-        """A closed document's KV snapshots go (called on the model thread)."""
+        """A closed document's KV snapshots and prompt windows go (on the model thread)."""
         with self._lock:
             self.slots.forget(doc_id)
+            self.builder.forget(doc_id)
+
+    def caches(self) -> tuple[CacheUsage, ...]:
+        """What this model keeps beyond its weights and KV cells, against each limit
+        (engine/memory.py); read from the event loop, so only sizes kept as they change."""
+        return (*self.builder.caches(), *self.extra.caches(), self.slots.usage())
 
     def kv_status(self) -> KvStatus | None:
         return self.slots.status()

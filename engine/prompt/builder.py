@@ -16,27 +16,37 @@ one line at a time: a moved start line invalidates the whole cached prefix (a co
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import xxhash
-from cachetools import LRUCache
 
 from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets, BudgetsInEffect, Clamp
+from ghostfim.engine.memory import (
+    INT_BYTES,
+    LINE_TOKENS_BYTES,
+    POINTER_BYTES,
+    PREFIX_ANCHORS_BYTES,
+    SUFFIX_TOKENS_BYTES,
+    ByteLRU,
+    CacheUsage,
+    ints_bytes,
+    str_bytes,
+)
 from ghostfim.engine.prompt.fim import FimTemplate
+from ghostfim.engine.tuning import (
+    MIN_PREFIX_TOKENS,
+    PREFIX_REANCHOR,
+    PREFIX_SHARE_OF_ROOM,
+    PREFIX_SLACK,
+    UNSTABLE_PREFIX_TOKENS,
+)
 
 Tokenize = Callable[[str], list[int]]
 
-# The prefix window may grow to this share of its budget before its start line moves ...
-PREFIX_SLACK = 1.25
-# ... and when it moves, it moves far enough to leave room for this much more typing.
-PREFIX_REANCHOR = 0.75
 # Characters looked at per budget token (generous: code averages 3-4 characters a token).
 CHARS_PER_TOKEN_SCAN = 12
-# The prefix window, with its slack, takes at most this share of a KV slot's prompt room; the
-# suffix gets what is left. The smallest prefix budget that still says something:
-PREFIX_SHARE_OF_ROOM = 0.7
-MIN_PREFIX_TOKENS = 16
 
 
 def fit_budgets(budgets: Budgets, prompt_room: int) -> BudgetsInEffect:
@@ -68,10 +78,6 @@ def fit_budgets(budgets: Budgets, prompt_room: int) -> BudgetsInEffect:
         )
     effective = Budgets(prefix, suffix, budgets.keystroke_prefill_ms, budgets.kv_snapshot_mb)
     return BudgetsInEffect(effective, tuple(clamps))
-
-
-# The last prefix tokens may merge with the next typed character (BPE): not stable.
-UNSTABLE_PREFIX_TOKENS = 2
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ class PromptParts:
         return Prompt(tokens, self.prefix_tokens, 0, 0, len(self.suffix_units), stable, self.heal)
 
 
-@dataclass
+@dataclass(slots=True)  # one object: its size is what sys.getsizeof says
 class _Anchor:
     line: int
     text_hash: int
@@ -159,9 +165,14 @@ class PromptBuilder:
         self.piece = piece
         self.prefix_budget = prefix_tokens
         self.suffix_budget = suffix_tokens
-        self._line_tokens: LRUCache[str, int] = LRUCache(maxsize=8192)
-        self._anchors: LRUCache[str, _Anchor] = LRUCache(maxsize=128)
-        self._suffix_ids: LRUCache[str, tuple[int, ...]] = LRUCache(maxsize=8)
+        # Bounded in bytes (engine/memory.py): the input decides how long a line is.
+        self._line_tokens: ByteLRU[str, int] = ByteLRU(LINE_TOKENS_BYTES, _line_bytes)
+        self._anchors: ByteLRU[tuple[int, str], _Anchor] = ByteLRU(
+            PREFIX_ANCHORS_BYTES, _anchor_bytes
+        )
+        self._suffix_ids: ByteLRU[str, tuple[int, ...]] = ByteLRU(
+            SUFFIX_TOKENS_BYTES, _suffix_bytes
+        )
 
     # --- token counting -----------------------------------------------------------------
     def count(self, text: str) -> int:
@@ -178,7 +189,7 @@ class PromptBuilder:
     ) -> tuple[str, int]:
         """The prefix text to use and the document line it starts at."""
         budget = budget or self.prefix_budget
-        key = f"{budget}:{doc_id}"  # each budget keeps its own sticky window
+        key = (budget, doc_id)  # each budget keeps its own sticky window
         limit = int(budget * PREFIX_SLACK)
         window = prefix[-limit * CHARS_PER_TOKEN_SCAN :]
         lines = window.split("\n")
@@ -298,6 +309,19 @@ class PromptBuilder:
             self.suffix_ids("".join(units)),
         )
 
+    def forget(self, doc_id: str) -> None:
+        """A closed document's sticky windows go (its lines' counts are not its own: other
+        documents share lines, and the LRU lets them age out)."""
+        for key in [k for k in self._anchors if k[1] == doc_id]:
+            self._anchors.pop(key)
+
+    def caches(self) -> tuple[CacheUsage, ...]:
+        return (
+            CacheUsage("lineTokens", self._line_tokens.nbytes, self._line_tokens.limit),
+            CacheUsage("suffixTokens", self._suffix_ids.nbytes, self._suffix_ids.limit),
+            CacheUsage("prefixAnchors", self._anchors.nbytes, self._anchors.limit),
+        )
+
     def suffix_ids(self, suffix: str) -> tuple[int, ...]:
         """The suffix's tokens (cached: the prompts of one keystroke, and the next keystrokes
         on the same line, share the suffix)."""
@@ -305,6 +329,19 @@ class PromptBuilder:
         if ids is None:
             ids = self._suffix_ids[suffix] = tuple(self.tokenize(suffix)) if suffix else ()
         return ids
+
+
+def _line_bytes(line: str, _count: int) -> int:
+    return str_bytes(line) + POINTER_BYTES  # the count is a small int CPython shares (< 256)
+
+
+def _suffix_bytes(suffix: str, ids: tuple[int, ...]) -> int:
+    return str_bytes(suffix) + ints_bytes(ids)
+
+
+def _anchor_bytes(key: tuple[int, str], anchor: _Anchor) -> int:
+    # the key's tuple, its document id and budget, the anchor and its two ints
+    return sys.getsizeof(key) + str_bytes(key[1]) + sys.getsizeof(anchor) + 3 * INT_BYTES
 
 
 def _word_fragment(data: bytes) -> bool:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from ghostfim.engine import env
 from ghostfim.engine.config import DEFAULT_BUDGETS, DEFAULTS, BackendSpec, Budgets
+from ghostfim.engine.secrets import check_backend_url, redact_url, sends_in_clear
 
 RemoteKind = Literal["llama-server", "openai", "ollama"]
 
@@ -45,6 +47,7 @@ class RemoteConfig:
     model: str = ""  # empty: ask the server (llama-server, openai); required for ollama
     api_key_env: str = ""  # name of the environment variable holding the key (never the key)
     timeout_ms: float = DEFAULTS.backend_timeout_ms
+    allow_insecure: bool = DEFAULTS.backend_allow_insecure
     budgets: Budgets = DEFAULT_BUDGETS
 
     @classmethod
@@ -56,26 +59,49 @@ class RemoteConfig:
             model=spec.remote_model,
             api_key_env=spec.api_key_env,
             timeout_ms=spec.timeout_ms,
+            allow_insecure=spec.allow_insecure,
             budgets=spec.budgets,
         )
 
     @property
     def base_url(self) -> str:
-        url = (self.url or DEFAULT_URLS[self.kind]).strip().rstrip("/")
-        if "://" not in url:
-            url = "http://" + url
-        if self.kind == "openai" and url.endswith("/v1"):
-            url = url[: -len("/v1")]  # users copy the OpenAI base URL, which ends in /v1
-        return url
+        """The server's URL without a trailing slash (and, for openai, without `/v1`).
+
+        A URL without a scheme is an error (BackendUrlError, a ValueError) naming the scheme
+        to add: guessing http:// sent keys in clear to hosts meant to be reached over TLS.
+        """
+        url = check_backend_url(self.url or DEFAULT_URLS[self.kind])
+        parts = urlsplit(url)
+        path = parts.path.rstrip("/")
+        if self.kind == "openai" and path.endswith("/v1"):
+            path = path[: -len("/v1")]  # users copy the OpenAI base URL, which ends in /v1
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+    def endpoint_url(self, path: str) -> str:
+        """The URL of an endpoint: `path` after the base URL's path, its query kept (a key
+        in `?api_key=` must follow every request, and must not end up inside the path)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path + path, parts.query, ""))
 
     @property
     def shown_url(self) -> str:
-        """The URL without user:password@ (it goes into the status and the logs)."""
-        parts = urlsplit(self.base_url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+        """The URL as shown in the status, messages and logs: no credentials."""
+        try:
+            return redact_url(self.base_url)
+        except ValueError:
+            return redact_url(self.url)
+
+    def refuse_clear_text(self) -> None:
+        """Raise RemoteBackendError when a request would send a key or URL credentials over
+        plain http:// to another machine and backendAllowInsecure is not set."""
+        has_key = bool(env.secret(self.api_key_env))
+        if not self.allow_insecure and sends_in_clear(self.base_url, has_key):
+            raise RemoteBackendError(
+                f"{self.kind} at {self.shown_url}: refusing to send "
+                + ("the API key" if has_key else "the URL's credentials")
+                + " over plain http:// to another machine; use https://, or set "
+                "backendAllowInsecure if this network is trusted"
+            )
 
     @property
     def timeout_s(self) -> float:

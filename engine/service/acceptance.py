@@ -13,22 +13,28 @@ takes it (docs/protocol.md, "Accept signals"):
 
 The log keeps this session's counts (ghostfim/status `acceptance`) and hands each finished
 outcome to its listeners: the local statistics file (engine/service/localstats.py) and the
-adaptive filter (engine/service/filter.py). Times are monotonic seconds, passed in, so tests
+adaptive filter (engine/service/filter.py). A refusal reaches them only once the client has sent
+an accept signal (a full or partial accept): an editor that never reports accepts makes every
+suggestion it shows and the user takes look refused when the text moves on, and learning from
+those would show less exactly where users take the most (measured: ghost text at 27% of pauses
+against 48% with `filter: fixed`). Until the first signal, refusals are held (the last
+MAX_HELD_REFUSALS), and handed on when it comes. Times are monotonic seconds, passed in, so tests
 need no clock.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ghostfim.engine.text.place import Place
+from ghostfim.engine.tuning import READ_MS
 
-READ_MS = 250.0  # on screen this long: the user read it (a refusal counts from here)
 MAX_ITEMS = 256  # items kept for late signals (an accept arrives after the next request)
+MAX_HELD_REFUSALS = 256  # refusals kept until the client shows it reports accepts
 
 OutcomeKind = Literal["accepted", "partial", "refused"]
 
@@ -83,6 +89,9 @@ class AcceptanceLog:
     _items: OrderedDict[str, Item] = field(default_factory=OrderedDict)
     _live: dict[str, Item] = field(default_factory=dict)  # per document: the item on screen
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # Whether the client sends accept signals; until then its refusals are held here.
+    reports_accepts: bool = False
+    _held: deque[Outcome] = field(default_factory=lambda: deque(maxlen=MAX_HELD_REFUSALS))
 
     # --- what the server showed -------------------------------------------------------------
     def show(
@@ -142,6 +151,7 @@ class AcceptanceLog:
     # --- what the user did ------------------------------------------------------------------
     def accepted(self, item_id: str) -> bool:
         """A full accept; False for an id that is not known (too old, or another server's)."""
+        self._client_reports_accepts()
         item = self._items.get(item_id)
         if item is None:
             return False
@@ -155,6 +165,7 @@ class AcceptanceLog:
 
     def partially_accepted(self, item_id: str, chars: int) -> bool:
         """A word or a line of the item taken: `chars` characters of its text."""
+        self._client_reports_accepts()
         item = self._items.get(item_id)
         if item is None:
             return False
@@ -211,10 +222,25 @@ class AcceptanceLog:
         self.counts.accepted_chars += max(0, new)
         self._tell(item, max(0, new))
 
+    def _client_reports_accepts(self) -> None:
+        """An accept signal came: refusals are refusals from now on, the held ones too."""
+        if self.reports_accepts:
+            return
+        self.reports_accepts = True
+        held, self._held = list(self._held), deque(maxlen=MAX_HELD_REFUSALS)
+        for outcome in held:
+            self._hand_on(outcome)
+
     def _tell(self, item: Item, chars: int) -> None:
         assert item.outcome is not None
         outcome = Outcome(
             item.outcome, item.place, chars, len(item.text), item.ttgt_ms, item.explicit
         )
+        if outcome.kind == "refused" and not self.reports_accepts:
+            self._held.append(outcome)  # a refusal, or an accept the client did not report
+            return
+        self._hand_on(outcome)
+
+    def _hand_on(self, outcome: Outcome) -> None:
         for listener in self.listeners:
             listener(outcome)

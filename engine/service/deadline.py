@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from ghostfim.engine import env
 from ghostfim.engine.backend import CompletionBackend
-
-SLOW_PREFILL_MS_PER_TOKEN = 15.0
+from ghostfim.engine.tuning import SLOW_PREFILL_MS_PER_TOKEN
 
 
 def hold_limit_s() -> float:

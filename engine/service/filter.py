@@ -18,7 +18,7 @@ Setting `filter`:
 Rules before the model (`refuse_before_model`) answer an automatic request empty with no model
 work at all. Explicit requests (the user asked) are never suppressed, nor cut. The calibration
 is bench/calibrate_filter.py on the accepting-user benchmark; its data and choice are
-docs/filter-calibration.jsonl and docs/benchmarks.md.
+bench/results/filter-calibration.jsonl and docs/history.md ("The calibration").
 """
 
 from __future__ import annotations
@@ -33,23 +33,26 @@ from ghostfim.engine.service.acceptance import Outcome
 from ghostfim.engine.service.localstats import Record
 from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.place import Place
+from ghostfim.engine.tuning import (
+    CALIBRATED_ACCEPT_RATE,
+    CALIBRATED_FIRST_WORD_MIN_PROB,
+    CALIBRATED_REFUSAL_COST,
+    CALIBRATED_SHARPNESS,
+    GIVE_UP_BELOW,
+    HALF_LIFE_S,
+    MAX_SHIFT,
+    PER_OUTCOME_DECAY,
+    PRIOR_WEIGHT,
+    SHIFT_GAIN,
+)
 
-# Chosen by bench/calibrate_filter.py (docs/filter-calibration.jsonl): the most keystrokes saved
-# for a Tab-only user while a user who also takes words keeps 95% of theirs.
-CALIBRATED = Confidence(refusal_cost=4.0, sharpness=0.35, first_word_min_prob=0.0)
-# The share of read suggestions users took on the calibration data with that rule: the prior
-# each place starts from, worth PRIOR_WEIGHT outcomes.
-CALIBRATED_ACCEPT_RATE = 0.3
-PRIOR_WEIGHT = 8.0
-# The model gives up on a suggestion (stops generating it) once its own chance of the text so
-# far falls below this: on the calibration data, what users would take of suggestions (from
-# their start, or typed into) is unchanged, and 57% of the tokens are not generated
-# (bench/calibrate_filter.py `give-up`, docs/benchmarks.md).
-GIVE_UP_BELOW = 0.01
-MAX_SHIFT = 2.0  # how far a place's refusal cost may move, in log units (x0.14 .. x7.4)
-SHIFT_GAIN = 1.0  # log units of cost per log-odds of accept rate away from the prior
-PER_OUTCOME_DECAY = 0.97  # each new outcome at a place weighs the older ones this much less
-HALF_LIFE_S = 3 * 24 * 3600.0  # and they halve in weight every three days
+# Chosen by bench/calibrate_filter.py (bench/results/filter-calibration.jsonl): the most
+# keystrokes saved for a Tab-only user while a user who also takes words keeps 95% of theirs.
+CALIBRATED = Confidence(
+    refusal_cost=CALIBRATED_REFUSAL_COST,
+    sharpness=CALIBRATED_SHARPNESS,
+    first_word_min_prob=CALIBRATED_FIRST_WORD_MIN_PROB,
+)
 
 
 @dataclass
@@ -113,19 +116,16 @@ class ConfidenceFilter:
         shift = SHIFT_GAIN * (_logit(CALIBRATED_ACCEPT_RATE) - _logit(rate))
         return max(-MAX_SHIFT, min(MAX_SHIFT, shift))
 
-    def refuse_before_model(
-        self, rest_of_line: str, place: Place, max_rest_of_line: int
-    ) -> str | None:
+    def refuse_before_model(self, rest_of_line: str, max_rest_of_line: int) -> str | None:
         """Why an automatic request is answered empty without asking the model (None: ask).
         Explicit requests never come here.
 
-        Besides the rest-of-line rule (always on), the kinds of place were measured on the
-        calibration data (docs/benchmarks.md, "Where users take suggestions"): none was
-        refused often enough, with the cut in place, to skip the model there outright; the
-        adaptive refusal cost shows less where this user refuses."""
+        Only the rest-of-line rule: the kinds of place were measured on the calibration data
+        (docs/history.md, "Where users take suggestions"), and none was refused often
+        enough, with the cut in place, to skip the model there outright; the adaptive refusal
+        cost shows less where this user refuses."""
         if too_much_after_cursor(rest_of_line, max_rest_of_line):
             return "rest of line"
-        del place
         return None
 
     # --- what the user did ----------------------------------------------------------------------

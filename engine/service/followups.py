@@ -23,11 +23,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from ghostfim.engine.backend import Completion, CompletionRequest
-from ghostfim.engine.service.acceptance import AcceptanceLog
-from ghostfim.engine.service.documents import CursorState, DocumentRecord
+from ghostfim.engine.service.cursor import CursorState
+from ghostfim.engine.service.documents import DocumentRecord
+from ghostfim.engine.service.requests import Requests
 from ghostfim.engine.service.scheduler import JobDropped, ModelWorker, Priority, Serving
 from ghostfim.engine.service.suggestions import (
     Suggestion,
@@ -36,19 +37,9 @@ from ghostfim.engine.service.suggestions import (
     visible,
 )
 from ghostfim.engine.text.confidence import Confidence
+from ghostfim.engine.tuning import LULL_S, PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
 
 log = logging.getLogger("ghostfim.followups")
-
-PAUSE_REFRESH_S = 0.35  # a pause this long gets the full prompt (when the keystroke one cut it)
-LULL_S = 0.25  # longer than most gaps between keys: background work may start
-PREFETCH_MAX_TOKENS = 24
-
-RequestFor = Callable[[CursorState, Literal["keystroke", "full"], int | None], CompletionRequest]
-RuleFor = Callable[[CursorState], Confidence | None]  # what is worth showing there
-
-
-class GhostSink(Protocol):
-    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None: ...
 
 
 class FollowUps:
@@ -57,21 +48,16 @@ class FollowUps:
         worker: ModelWorker,
         serving: Serving,
         cache: SuggestionCache,
-        acceptance: AcceptanceLog,
-        events: GhostSink,
-        request_for: RequestFor,
-        rule_for: RuleFor,
+        requests: Requests,
     ) -> None:
         self.worker = worker
         self.serving = serving
         self.cache = cache
-        self.acceptance = acceptance
-        self.events = events
-        self.request_for = request_for
-        self.rule_for = rule_for
+        self.requests = requests
         self._tasks: set[asyncio.Future[Any]] = set()
         self._waiting: set[asyncio.TimerHandle] = set()  # follow-ups waiting for their lull
         self._widening = False
+        self._stopped = False  # the service shut down: nothing new starts
 
     @property
     def idle(self) -> bool:
@@ -86,7 +72,7 @@ class FollowUps:
         explicit: bool,
     ) -> None:
         """A suggestion's job ended (completion None or cancelled: it was stopped)."""
-        if completion is None:
+        if completion is None or self._stopped:
             return
         number = record.latest
         if completion.widen:
@@ -119,7 +105,9 @@ class FollowUps:
         self._waiting.add(handle)
 
     def stop(self) -> None:
-        """The service shuts down: nothing waiting starts, nothing running goes on."""
+        """The service shuts down: nothing waiting starts, nothing running goes on, and a
+        job that ends after this (its callback comes later) asks for nothing."""
+        self._stopped = True
         for handle in self._waiting:
             handle.cancel()
         self._waiting.clear()
@@ -130,24 +118,17 @@ class FollowUps:
         """The whole suggestion is on screen, so a Tab may take all of it: only then is the
         state after it worth preparing. Of one the filter showed a part of, a Tab takes that
         part, and the rest of the suggestion itself serves what comes next."""
-        rule = None if explicit else self.rule_for(state)
+        rule = None if explicit else self.requests.rule_for(state)
         return shown_part(completion.text, completion.marks, rule) == visible(completion.text)
 
     async def _refresh(self, state: CursorState, record: DocumentRecord, number: int) -> None:
-        request = self.request_for(state, "full", None)
+        request = self.requests.request_for(state, "full")
         result = await self._background(request, Priority.REFRESH)
         if result is None or record.latest != number:
             return
-        suggestion = _finished(result, self.rule_for(state))
+        suggestion = _finished(result, self.requests.rule_for(state))
         self.cache.put(state.prefix, state.suffix, suggestion)
-        target = record.ghost
-        if target is not None and target.state is state:
-            # the item on screen now shows the refreshed suggestion (a new one if none was)
-            refreshed = record.ghost = replace(target, suggestion=suggestion)
-            shown = suggestion.shown()
-            self.acceptance.now_shows(state.doc_id, target.suggestion, suggestion, shown)
-            item_id = refreshed.item(self.acceptance, shown, explicit=False)
-            self.events.ghost_text(state, shown, True, item_id)
+        record.screen.refreshed(state, suggestion)
         if result.text and self._shown_whole(state, result, explicit=False):
             await self._prefetch(state, record, result.text, number)
 
@@ -157,11 +138,12 @@ class FollowUps:
         accepted = replace(
             state, prefix=state.prefix + text, cursor_line=state.cursor_line + text.count("\n")
         )
-        request = self.request_for(accepted, "keystroke", PREFETCH_MAX_TOKENS)
+        request = self.requests.request_for(accepted, "keystroke", PREFETCH_MAX_TOKENS)
         result = await self._background(request, Priority.SPECULATIVE)
         if result is None or record.latest != number:
             return
-        self.cache.put(accepted.prefix, accepted.suffix, _finished(result, self.rule_for(accepted)))
+        rule = self.requests.rule_for(accepted)
+        self.cache.put(accepted.prefix, accepted.suffix, _finished(result, rule))
 
     def widen(self, state: CursorState) -> None:
         """Prepare the wide keystroke window for the job's own cursor state. Droppable; asked
@@ -169,7 +151,7 @@ class FollowUps:
         if self._widening:
             return
         self._widening = True
-        request = replace(self.request_for(state, "keystroke", None), max_tokens=0)
+        request = replace(self.requests.request_for(state, "keystroke"), max_tokens=0)
 
         async def run() -> None:
             try:
@@ -182,10 +164,13 @@ class FollowUps:
     def warm(self, state: CursorState) -> None:
         """Prefill a document's context so its first keystroke is not a cold prompt."""
         for mode in ("keystroke", "full"):  # each has its own KV slot; keystrokes first
-            request = replace(self.request_for(state, mode, None), max_tokens=0)
+            request = replace(self.requests.request_for(state, mode), max_tokens=0)
             self._spawn(self._background(request, Priority.WARMUP))
 
     def _spawn(self, coro: Any) -> None:
+        if self._stopped:
+            coro.close()
+            return
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

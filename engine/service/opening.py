@@ -10,7 +10,8 @@ from ghostfim.engine.config import BackendSpec
 from ghostfim.engine.local.drafted import DraftedSession
 from ghostfim.engine.local.loading import check_model, load_session
 from ghostfim.engine.local.session import ModelSession
-from ghostfim.engine.remote.backends import RemoteConfig, open_remote_backend
+from ghostfim.engine.remote.config import RemoteConfig
+from ghostfim.engine.remote.servers import open_remote_backend
 from ghostfim.engine.service.host import Progress
 
 log = logging.getLogger("ghostfim.opening")

@@ -31,6 +31,14 @@ from ghostfim.engine.backend import (
     CompletionRequest,
     OnText,
 )
+from ghostfim.engine.tuning import (
+    DEBOUNCE_GAPS,
+    DEBOUNCE_MAX_MS,
+    DEBOUNCE_MIN_MS,
+    DEBOUNCE_PAUSE_MS,
+    DEBOUNCE_SHARE_OF_GAP,
+    MID_TOKEN_MAX_WAIT_MS,
+)
 
 log = logging.getLogger("ghostfim.scheduler")
 
@@ -209,9 +217,6 @@ class ModelWorker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-MID_TOKEN_MAX_WAIT_MS = 200.0  # the longest a request inside an unsure token waits
-
-
 class AdaptiveDebounce:
     """How long to wait before starting an automatic request, from the typing rhythm.
 
@@ -223,13 +228,13 @@ class AdaptiveDebounce:
     def __init__(self, fixed_ms: float | None = None) -> None:
         self.fixed_ms = fixed_ms
         self._last_key: float | None = None
-        self._gaps: deque[float] = deque(maxlen=16)
+        self._gaps: deque[float] = deque(maxlen=DEBOUNCE_GAPS)
 
     def keystroke(self, now: float | None = None) -> None:
         now = time.perf_counter() if now is None else now
         if self._last_key is not None:
             gap = (now - self._last_key) * 1000
-            if gap < 1000:  # a pause is not part of the rhythm
+            if gap < DEBOUNCE_PAUSE_MS:  # a pause is not part of the rhythm
                 self._gaps.append(gap)
         self._last_key = now
 
@@ -243,10 +248,10 @@ class AdaptiveDebounce:
         if self.fixed_ms is not None:
             return self.fixed_ms
         if len(self._gaps) < 3:
-            return 5.0
+            return DEBOUNCE_MIN_MS
         typical_gap = statistics.median(self._gaps)
         if mid_token:
             return min(typical_gap, MID_TOKEN_MAX_WAIT_MS)
         if typical_gap < expected_first_token_ms:
-            return min(0.75 * typical_gap, 80.0)
-        return 5.0
+            return min(DEBOUNCE_SHARE_OF_GAP * typical_gap, DEBOUNCE_MAX_MS)
+        return DEBOUNCE_MIN_MS

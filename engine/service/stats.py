@@ -14,8 +14,9 @@ from typing import Literal
 from ghostfim.engine.backend import Completion, KvStatus, ModelInfo
 from ghostfim.engine.config import BudgetsInEffect
 from ghostfim.engine.context.ring import RingStatus
+from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.service.acceptance import Counts
-from ghostfim.engine.service.documents import CursorState
+from ghostfim.engine.service.cursor import CursorState
 from ghostfim.engine.service.host import Loading, State
 from ghostfim.engine.timings import percentile
 
@@ -142,6 +143,15 @@ class WorkCounters:
 
 
 @dataclass(frozen=True)
+class MemoryStatus:
+    """What the server keeps, against each limit (engine/memory.py), and its resident size."""
+
+    caches: tuple[CacheUsage, ...]
+    rss_bytes: int | None  # None where the system does not say
+    large_documents: int = 0  # open documents over the size limit (no whole-document work)
+
+
+@dataclass(frozen=True)
 class ServiceStatus:
     state: State
     error: str | None
@@ -156,3 +166,4 @@ class ServiceStatus:
     acceptance: Counts
     budgets: BudgetsInEffect | None
     saved_cpu_ms: float = 0.0  # model work the rules before the model spared (estimated)
+    memory: MemoryStatus | None = None

@@ -15,18 +15,16 @@ neither a new request nor the words after it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import xxhash
-from cachetools import LRUCache
 
 from ghostfim.engine.backend import Mark
+from ghostfim.engine.memory import SUGGESTIONS_BYTES, ByteLRU, CacheUsage, str_bytes
 from ghostfim.engine.text.confidence import Confidence, ConfidenceCut
-
-PREFIX_KEY_CHARS = 384  # text before the cursor that identifies a state
-SUFFIX_KEY_CHARS = 128  # text after the cursor
-MAX_TYPED_THROUGH = 256  # characters typed into a suggestion that can still be matched
+from ghostfim.engine.tuning import MAX_TYPED_THROUGH, PREFIX_KEY_CHARS, SUFFIX_KEY_CHARS
 
 
 def context_key(prefix_tail: str, suffix_head: str) -> int:
@@ -89,7 +87,7 @@ class Suggestion:
     marks: tuple[Mark, ...] = ()
     rule: Confidence | None = None  # what is worth showing of it (None: all)
     # Who waits on it (the request it answers, typed-through requests); the service that
-    # grows it tells them (engine/service/completion.py `grow`).
+    # grows it tells them (engine/service/keystroke.py `grow`).
     listeners: list[Callable[[Suggestion], None]] = field(default_factory=list)
 
     def shown(self, typed: str = "") -> str:
@@ -136,12 +134,27 @@ class Hit:
 
 
 class SuggestionCache:
-    def __init__(self, maxsize: int = 512) -> None:
-        self._entries: LRUCache[int, Suggestion] = LRUCache(maxsize=maxsize)
+    """Suggestions by the state they were made for, bounded by their bytes (engine/memory.py):
+    a suggestion is as long as the model wrote it, up to `maxTokens`."""
+
+    def __init__(self, limit: int = SUGGESTIONS_BYTES) -> None:
+        self._entries: ByteLRU[int, Suggestion] = ByteLRU(limit, _suggestion_bytes)
 
     def put(self, prefix: str, suffix: str, suggestion: Suggestion) -> None:
         """Keep a suggestion for the state with this text before and after the cursor."""
-        self._entries[context_key(prefix, suffix)] = suggestion
+        key = context_key(prefix, suffix)
+        self._entries[key] = suggestion
+        if suggestion.done:
+            return
+
+        def measure_when_done(grown: Suggestion) -> None:
+            # It was measured empty: its size is known once the model stops writing it.
+            if grown.done:
+                grown.listeners.remove(measure_when_done)
+                if self._entries.get(key) is grown:
+                    self._entries[key] = grown
+
+        suggestion.listeners.append(measure_when_done)
 
     def lookup(self, prefix: str, suffix: str) -> Hit | None:
         """The suggestion this state types through, if any (most recent state first).
@@ -166,3 +179,21 @@ class SuggestionCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def usage(self) -> CacheUsage:
+        return CacheUsage("suggestions", self._entries.nbytes, self._entries.limit)
+
+
+# A Suggestion and its confidence rule (objects of a few fields each), and one mark: a tuple of
+# an int and a float.
+SUGGESTION_OBJECT_BYTES = 400
+MARK_BYTES = 112
+
+
+def _suggestion_bytes(_key: int, suggestion: Suggestion) -> int:
+    return (
+        SUGGESTION_OBJECT_BYTES
+        + str_bytes(suggestion.text)
+        + sys.getsizeof(suggestion.marks)
+        + MARK_BYTES * len(suggestion.marks)
+    )

@@ -1,9 +1,10 @@
 """CMAKE_ARGS for building llama-cpp-python on this machine.
 
-Run as a script before llama.cpp is installed (`python3 engine/build_flags.py`); it needs nothing
-but the standard library. Why not ggml's native build: on machines whose CPU advertises AMX but
-whose sandbox does not grant it, the native build compiles AMX kernels and the first decode dies
-in `ldtilecfg`. So: GGML_NATIVE=OFF and each instruction set the CPU really has, AMX never.
+Run as a script before llama.cpp is installed (`python3 engine/setup/build_flags.py`); it needs
+nothing but the standard library. Why not ggml's native build: on machines whose CPU advertises
+AMX but whose sandbox does not grant it, the native build compiles AMX kernels and the first
+decode dies in `ldtilecfg`. So: GGML_NATIVE=OFF and each instruction set the CPU really has,
+AMX never.
 
 The CUDA backend is added with GHOSTFIM_CUDA=1 (or, with GHOSTFIM_CUDA unset, when nvidia-smi
 sees a GPU and nvcc is there). A CUDA build needs no GPU, only a toolkit: it compiles here and
@@ -20,10 +21,10 @@ runs on the CPU until a GPU is visible. What this script settles for such a buil
     cannot link it, and a build linked to libcuda cannot even be imported where no driver is
     installed, so such builds use ggml's legacy pool (GGML_CUDA_NO_VMM).
 
-    python3 engine/build_flags.py                      # CMAKE_ARGS
-    python3 engine/build_flags.py --cublas-requirement # e.g. nvidia-cublas~=13.0.0 (or nothing)
-    python3 engine/build_flags.py --wheel-dir          # where make setup keeps this build's wheel
-    GHOSTFIM_CPU_FEATURES="avx avx2 fma f16c" ...      # for another machine's CPU
+    python3 engine/setup/build_flags.py                      # CMAKE_ARGS
+    python3 engine/setup/build_flags.py --cublas-requirement # e.g. nvidia-cublas~=13.0.0
+    python3 engine/setup/build_flags.py --wheel-dir          # where make setup keeps the wheel
+    GHOSTFIM_CPU_FEATURES="avx avx2 fma f16c" ...            # for another machine's CPU
 """
 
 from __future__ import annotations
@@ -53,14 +54,6 @@ X86_FEATURES = (
     ("avx512_bf16", "GGML_AVX512_BF16"),
 )
 
-# CMAKE_CUDA_ARCHITECTURES values the README documents (any CMake value is accepted).
-CUDA_ARCHITECTURES = {
-    "86": "Ampere (RTX 30xx, A10, A40)",
-    "89": "Ada Lovelace (RTX 40xx, L4, L40)",
-    "90": "Hopper (H100, H200)",
-    "120": "Blackwell (RTX 50xx)",
-    "native": "the GPUs visible while building",
-}
 # Without a visible GPU `native` has nothing to ask; Hopper is what this project benchmarks on.
 DEFAULT_ARCH_WITHOUT_GPU = "90"
 
@@ -68,6 +61,15 @@ WHEEL_CACHE = Path.home() / ".cache" / "ghostfim" / "wheels"
 DEFAULT_TOOLKIT = Path("/usr/local/cuda")
 # Where a driver package's libcuda.so (unversioned: what CMake links) may be, besides the toolkit.
 SYSTEM_LIB_DIRS = (Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib64"), Path("/usr/lib"))
+
+
+def which(name: str, path: str | None = None) -> str | None:
+    """`shutil.which` over the absolute entries of PATH only (a relative entry names a folder
+    of the working directory, which may be a workspace ghostfim does not trust). This module
+    runs before ghostfim is installed, so it cannot use engine/setup/child.py's twin."""
+    search = os.environ.get("PATH", os.defpath) if path is None else path
+    absolute = [d for d in search.split(os.pathsep) if d and os.path.isabs(d)]
+    return shutil.which(name, path=os.pathsep.join(absolute))
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -81,7 +83,7 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
 
 
 def has_nvidia_gpu() -> bool:
-    exe = shutil.which("nvidia-smi")
+    exe = which("nvidia-smi")
     if not exe:
         return False
     try:
@@ -123,7 +125,7 @@ def _toolkit_roots(env: Mapping[str, str]) -> Iterable[Path]:
         if env.get(var):
             yield Path(env[var])
     yield DEFAULT_TOOLKIT
-    nvcc = shutil.which("nvcc", path=env.get("PATH"))
+    nvcc = which("nvcc", path=env.get("PATH"))
     if nvcc:
         yield Path(os.path.realpath(nvcc)).parent.parent
         # A wrapper script (`exec /opt/cuda-X/bin/nvcc "$@"`) hides the real root.
@@ -288,7 +290,7 @@ def wants_cuda(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     want = env.get("GHOSTFIM_CUDA", "auto")
     if want == "auto":
-        return has_nvidia_gpu() and bool(shutil.which("nvcc"))
+        return has_nvidia_gpu() and bool(which("nvcc"))
     return want == "1"
 
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
+
+from ghostfim.engine.setup.child import which
 
 
 def _nvidia_smi_first(field: str) -> str | None:
     """One `--query-gpu` field of the first NVIDIA GPU, or None (no driver, no GPU, or
     nvidia-smi missing)."""
-    exe = shutil.which("nvidia-smi")
+    exe = which("nvidia-smi")  # absolute PATH entries only: not the workspace's
     if not exe:
         return None
     try:

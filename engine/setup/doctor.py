@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from ghostfim.engine.setup import build_flags
+from ghostfim.engine.setup.child import run_python
 from ghostfim.engine.setup.device import (
     CudaBackend,
     cuda_backend,
@@ -145,9 +145,10 @@ def run_doctor() -> int:
     if model is None:
         report(False, "decode check", "no model in the cache; run: ghostfim models --fetch tiny")
         return 1
-    proc = subprocess.run(
+    # Isolated, in ghostfim's cache (engine/setup/child.py): `python -c` in the working
+    # directory would import the workspace's `llama_cpp/` or `ghostfim/` before ours.
+    proc = run_python(
         [
-            sys.executable,
             "-c",
             "from ghostfim.engine.setup.doctor import _probe_child; "
             f"_probe_child({model['path']!r})",

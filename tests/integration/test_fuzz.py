@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
+from harness.lspclient import LspProcess, RpcError
 from tests.support.clientdoc import ClientDoc, rss_mb, snippet
-from tests.support.lspclient import LspProcess, RpcError
 from tests.support.server import (
     ANSWER_S,
     MALFORMED_NOTIFICATIONS,

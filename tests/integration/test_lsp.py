@@ -12,8 +12,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from harness.lspclient import LspProcess, RpcError
 from tests.support.editor import SAMPLE, URI, Editor, editor_at_stddev, items, settle
-from tests.support.lspclient import LspProcess, RpcError
 from tests.support.server import SERVER, logged
 
 SOURCE = SAMPLE

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
+from harness.lspclient import LspProcess, RpcError
 from tests.support.clientdoc import TRICKY, ClientDoc, digest, rss_anon_mb, rss_mb, snippet
 from tests.support.fake_http import echo_headers, free_port, http_server, serve_bytes
-from tests.support.lspclient import LspProcess, RpcError
 from tests.support.server import (
     ANSWER_S,
     MALFORMED_NOTIFICATIONS,

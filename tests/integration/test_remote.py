@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from ghostfim.engine.backend import CancelToken, CompletionRequest
-from ghostfim.engine.remote.backends import RemoteConfig, RemoteUnavailable, open_remote_backend
+from ghostfim.engine.remote.config import RemoteConfig, RemoteUnavailable
+from ghostfim.engine.remote.servers import open_remote_backend
+from harness.lspclient import LspProcess
 from tests.support.editor import URI, Editor, items
 from tests.support.fake_http import LOOPBACK, FakeServer, free_port
-from tests.support.lspclient import LspProcess
 from tests.support.server import SERVER
 
 # The cursor after "return math.sq" in stddev(), as the editor tests use it.

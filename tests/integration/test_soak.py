@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 
+from harness.lspclient import LspProcess, RpcError
 from tests.support.clientdoc import CODE, TRICKY, ClientDoc, rss_mb, snippet, threads
-from tests.support.lspclient import LspProcess, RpcError
 from tests.support.server import (
     SERVER,
     TINY,

@@ -8,8 +8,8 @@ import asyncio
 import time
 from typing import Any
 
-from bench.sample import stats_before_cursor
-from tests.support.lspclient import LspProcess
+from harness.lspclient import LspProcess
+from harness.sample import stats_before_cursor
 
 URI = "file:///work/stats.py"
 # docs/examples/stats.py up to stddev()'s docstring, then the cursor's line: indented, empty.

@@ -36,11 +36,10 @@ from ghostfim.engine.backend import (
 from ghostfim.engine.config import BackendSpec, Budgets, BudgetsInEffect, EngineConfig
 from ghostfim.engine.prompt.builder import fit_budgets
 from ghostfim.engine.service.completion import CompletionService
-from ghostfim.engine.service.documents import CursorState
+from ghostfim.engine.service.cursor import CursorState, cursor_state
 from ghostfim.engine.service.stats import RequestStats, ServiceStatus
 from ghostfim.engine.text.finish import finish, stop_policy
 from ghostfim.engine.timings import Timings
-from ghostfim.lsp.documents import cursor_state
 from ghostfim.lsp.wire import stats_json, status_json
 
 Script = Callable[[CompletionRequest], str]
@@ -231,6 +230,7 @@ class RecordingEvents:
         self.stats_seen: list[dict[str, Any]] = []
         self.statuses: list[dict[str, Any]] = []
         self.problems: list[str] = []
+        self.notices: list[str] = []
         self.progresses: list[tuple[str, int | None, bool]] = []
         self.stats_arrived = asyncio.Event()
 
@@ -250,6 +250,9 @@ class RecordingEvents:
 
     def problem(self, message: str) -> None:
         self.problems.append(message)
+
+    def notice(self, message: str) -> None:
+        self.notices.append(message)
 
 
 class NoEvents:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.lspclient import LspProcess
 from tests.support.clientdoc import ClientDoc, digest
-from tests.support.lspclient import LspProcess
 
-SERVER = [sys.executable, "-m", "ghostfim.cli.main", "serve"]
+SERVER = [sys.executable, "-m", "ghostfim.lsp.main", "serve"]
 DEBUG_ENV = {"GHOSTFIM_DEBUG_PROTOCOL": "1"}
 ANSWER_S = 10.0  # every request is answered within this (the checks' limit)
 # The tiny model with small work per request. Explicit backend values: a key left out of a
@@ -34,9 +34,10 @@ async def start(
     ready: bool = True,
     process_id: int | None = None,
     command: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> LspProcess:
     """The server, initialized with `options` (TINY when None), ready unless told not to wait."""
-    client = await LspProcess.start(command or SERVER, env={**DEBUG_ENV, **(env or {})})
+    client = await LspProcess.start(command or SERVER, env={**DEBUG_ENV, **(env or {})}, cwd=cwd)
     params = {
         "processId": os.getpid() if process_id is None else process_id,
         "rootUri": None,

@@ -64,8 +64,9 @@ function isExecutableFile(candidate: string): boolean {
   }
 }
 
-function hostSearch(): ExecutableSearch {
+function hostSearch(managed: string | undefined): ExecutableSearch {
   return {
+    ...(managed !== undefined ? { managed } : {}),
     platform: process.platform,
     pathEnv: process.env.PATH,
     pathExtEnv: process.env.PATHEXT,
@@ -78,12 +79,15 @@ function hostSearch(): ExecutableSearch {
   };
 }
 
-/** Resolves how to start the server on this machine from the current settings. */
-export function resolveLaunchHere(): LaunchResolution {
+/**
+ * Resolves how to start the server on this machine from the current settings; `managed` is the
+ * server the extension set up itself, if one is ready.
+ */
+export function resolveLaunchHere(managed?: string): LaunchResolution {
   const config = vscode.workspace.getConfiguration(SECTION);
   return resolveServerLaunch(
     { serverPath: config.get('serverPath'), serverArgs: config.get('serverArgs') },
-    hostSearch(),
+    hostSearch(managed),
     process.env,
   );
 }

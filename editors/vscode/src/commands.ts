@@ -22,6 +22,7 @@ export const CommandIds = {
   toggle: 'ghostfim.toggle',
   showStatus: 'ghostfim.showStatus',
   restartServer: 'ghostfim.restartServer',
+  setUpServer: 'ghostfim.setUpServer',
   dismiss: 'ghostfim.dismiss',
   acceptNextWord: 'ghostfim.acceptNextWord',
   acceptNextLine: 'ghostfim.acceptNextLine',
@@ -84,7 +85,7 @@ export async function toggle(): Promise<void> {
   vscode.window.setStatusBarMessage(`ghostfim ${enabled ? 'disabled' : 'enabled'}${where}`, 2000);
 }
 
-type StatusAction = 'switch' | 'toggle' | 'restart' | 'log';
+type StatusAction = 'switch' | 'toggle' | 'restart' | 'setup' | 'log';
 
 interface StatusItem extends vscode.QuickPickItem {
   action?: StatusAction;
@@ -137,6 +138,9 @@ export async function showStatus(
     { label: '$(arrow-swap) Switch model size…', action: 'switch' },
     { label: enabled ? '$(circle-slash) Disable ghostfim' : '$(sparkle) Enable ghostfim', action: 'toggle' },
     { label: '$(debug-restart) Restart server', action: 'restart' },
+    ...(status === undefined
+      ? [{ label: '$(tools) Set up the server…', description: "in the extension's own storage", action: 'setup' as const }]
+      : []),
     { label: '$(output) Show log', action: 'log' },
   );
 
@@ -152,6 +156,8 @@ export async function showStatus(
       return toggle();
     case 'restart':
       return server.restart();
+    case 'setup':
+      return server.setUp('again');
     case 'log':
       log.show(true);
       return;

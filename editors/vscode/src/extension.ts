@@ -1,5 +1,6 @@
-// Entry point: creates the log, status bar, ghost text sync, accept signals and server controller,
-// registers the inline suggestion provider and the commands, and stops the server on deactivation.
+// Entry point: creates the log, status bar, ghost text sync, accept signals, the server the
+// extension sets up itself and the server controller, registers the inline suggestion provider
+// and the commands, and stops the server on deactivation.
 
 import * as vscode from 'vscode';
 import { AcceptSignals } from './acceptSignals';
@@ -9,6 +10,7 @@ import { GhostTextSync } from './ghostTextSync';
 import { InlineProvider } from './inlineProvider';
 import { ServerController } from './serverController';
 import { LAUNCH_SETTING_KEYS, SECTION } from './settings';
+import { ManagedServer } from './setup';
 import { StatusBar } from './statusBar';
 
 let controller: ServerController | undefined;
@@ -18,8 +20,18 @@ export function activate(context: vscode.ExtensionContext): void {
   const statusBar = new StatusBar(CommandIds.showStatus);
   const ghostText = new GhostTextSync(() => controller?.current, log);
   const signals = new AcceptSignals(() => controller?.current, log);
-  const server = new ServerController(log, statusBar, ghostText, signals, () =>
-    vscode.commands.executeCommand(CommandIds.switchModelSize),
+  // The server set up on request in the extension's global storage (setup.ts); while it runs,
+  // the status bar names its step.
+  const managed = new ManagedServer(context, log, (step) => {
+    if (step !== undefined) statusBar.setPhase('settingUp', step);
+  });
+  const server = new ServerController(
+    log,
+    statusBar,
+    ghostText,
+    signals,
+    () => vscode.commands.executeCommand(CommandIds.switchModelSize),
+    managed,
   );
   controller = server;
 
@@ -36,6 +48,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand(CommandIds.toggle, toggle),
     vscode.commands.registerCommand(CommandIds.showStatus, () => showStatus(server, statusBar, log)),
     vscode.commands.registerCommand(CommandIds.restartServer, () => server.restart()),
+    vscode.commands.registerCommand(CommandIds.setUpServer, () => server.setUp('again')),
     vscode.commands.registerCommand(CommandIds.dismiss, () => {
       signals.dismissed(); // first: it reads the item before the suggestion is hidden
       return ghostText.dismiss();
@@ -61,8 +74,9 @@ export function activate(context: vscode.ExtensionContext): void {
     }),
   );
 
-  // Not awaited: activation should not wait for the server to initialize.
-  void server.start();
+  // Not awaited: activation should not wait for the server to initialize. An extension updated
+  // since it set up its own server installs the wheel it now carries into it first.
+  void (server.needsUpgrade() ? server.setUp('upgrade') : server.start());
 }
 
 export async function deactivate(): Promise<void> {

@@ -2,6 +2,7 @@
 // a description of the host. client.ts turns the result into languageclient ServerOptions; keeping
 // the decision here makes it testable without VS Code. No `vscode` import.
 
+import * as path from 'node:path';
 import { type ExecutableSearch, type ExecutableSource, findServerExecutable } from './serverPath';
 
 export interface LaunchSettings {
@@ -28,7 +29,20 @@ function stringList(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 }
 
-function serverEnv(baseEnv: Readonly<Record<string, string | undefined>>): Record<string, string> {
+/** The absolute entries of a PATH-like list, e.g. PYTHONPATH, on `platform`. */
+export function absoluteEntriesOnly(list: string | undefined, platform: string): string {
+  if (list === undefined) return '';
+  const api = platform === 'win32' ? path.win32 : path.posix;
+  return list
+    .split(api.delimiter)
+    .filter((entry) => entry !== '' && api.isAbsolute(entry))
+    .join(api.delimiter);
+}
+
+function serverEnv(
+  baseEnv: Readonly<Record<string, string | undefined>>,
+  platform: string,
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(baseEnv)) {
     if (value !== undefined) env[key] = value;
@@ -36,6 +50,13 @@ function serverEnv(baseEnv: Readonly<Record<string, string | undefined>>): Recor
   // The server's log lines go to stderr, which is a pipe here: unbuffered output makes them show
   // up in the output channel when they happen, not when a buffer fills.
   env.PYTHONUNBUFFERED = '1';
+  // The server runs in the workspace folder, which may be a stranger's repository: a relative
+  // or empty PYTHONPATH entry would make Python import that folder's sitecustomize.py before
+  // ghostfim's first line, and PYTHONSAFEPATH keeps the folder off sys.path.
+  const pythonPath = absoluteEntriesOnly(env.PYTHONPATH, platform);
+  if (pythonPath === '') delete env.PYTHONPATH;
+  else env.PYTHONPATH = pythonPath;
+  env.PYTHONSAFEPATH = '1';
   return env;
 }
 
@@ -48,9 +69,11 @@ export function resolveServerLaunch(
   const lookup = findServerExecutable(configured, search);
   if (!lookup.found) {
     const reason =
-      configured.trim() !== ''
-        ? `ghostfim.serverPath "${configured}" is not an executable file`
-        : 'the ghostfim server was not found in the workspace virtual environment or on PATH';
+      configured.trim() === ''
+        ? 'the ghostfim server was not found in the workspace virtual environment or on PATH'
+        : lookup.refused !== undefined
+          ? `ghostfim.serverPath "${configured}" is not run: ${lookup.refused}`
+          : `ghostfim.serverPath "${configured}" is not an executable file`;
     return { ok: false, reason, searched: lookup.searched };
   }
   return {
@@ -58,7 +81,7 @@ export function resolveServerLaunch(
     launch: {
       command: lookup.path,
       args: ['serve', ...stringList(settings.serverArgs)],
-      env: serverEnv(baseEnv),
+      env: serverEnv(baseEnv, search.platform),
       source: lookup.source,
     },
   };

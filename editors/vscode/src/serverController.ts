@@ -8,6 +8,8 @@ import type { AcceptSignals } from './acceptSignals';
 import { createLanguageClient, resolveLaunchHere } from './client';
 import type { GhostTextSync } from './ghostTextSync';
 import { isCompletionStats, isServerStatus, Methods, type ServerStatus } from './protocol';
+import { SECTION } from './settings';
+import type { ManagedServer, SetupMode } from './setup';
 import type { StatusBar } from './statusBar';
 
 const STOP_TIMEOUT_MS = 2000;
@@ -25,6 +27,8 @@ export class ServerController implements vscode.Disposable {
     private readonly signals: AcceptSignals,
     /** Runs the "switch model size" command, offered when a model fails to load. */
     private readonly switchModelSize: () => Thenable<unknown>,
+    /** The server the extension sets up in its own storage when none is found. */
+    private readonly managed: ManagedServer,
   ) {}
 
   /** The client, when one exists (it may be starting or stopped). */
@@ -81,12 +85,40 @@ export class ServerController implements vscode.Disposable {
     return this.queue;
   }
 
+  /**
+   * Sets up the extension's own server (a venv in its storage: setup.ts), then starts whichever
+   * server the settings now lead to. `again` reinstalls it from scratch.
+   */
+  async setUp(mode: SetupMode): Promise<void> {
+    if (mode === 'again' && this.client !== undefined) await this.stop(); // its files are replaced
+    this.statusBar.setPhase('settingUp', 'Setting up the ghostfim server…');
+    const ready = await this.managed.run(mode);
+    if (ready) {
+      await this.restart();
+    } else if (this.client === undefined) {
+      this.statusBar.setPhase('notFound', 'The ghostfim server is not set up.');
+    }
+  }
+
+  /** Whether the server the settings lead to is the extension's own, set up from an older wheel. */
+  needsUpgrade(): boolean {
+    if (this.managed.status() !== 'upgrade') return false;
+    const resolution = resolveLaunchHere(this.managed.readyServer());
+    return resolution.ok && resolution.launch.source === 'managed';
+  }
+
   private async startNow(): Promise<void> {
-    const resolution = resolveLaunchHere();
+    if (this.managed.busy) return; // the set-up starts the server when it is done
+    const resolution = resolveLaunchHere(this.managed.readyServer());
     if (!resolution.ok) {
       this.log.error(`Cannot start the server: ${resolution.reason}. Looked for: ${resolution.searched.join(', ') || '(nothing)'}`);
       this.statusBar.setPhase('notFound', `${resolution.reason}.`);
-      void this.offerServerPathFix(resolution.reason);
+      const configured = vscode.workspace.getConfiguration(SECTION).get<string>('serverPath', '');
+      if (typeof configured === 'string' && configured.trim() !== '') {
+        void this.offerServerPathFix(resolution.reason);
+      } else {
+        void this.offerSetup();
+      }
       return;
     }
     const { launch } = resolution;
@@ -175,6 +207,40 @@ export class ServerController implements vscode.Disposable {
         });
     }
     this.lastState = status.state;
+  }
+
+  /** No server anywhere and none set up: offer to set one up, or to pick one. */
+  private async offerSetup(): Promise<void> {
+    const choice = await vscode.window.showInformationMessage(
+      'ghostfim needs its server: a Python package that runs the model with llama.cpp. Set it up ' +
+        "now in the extension's own storage (needs Python 3.10+; downloads about 500 MB), or " +
+        'choose a ghostfim you installed.',
+      'Set up ghostfim',
+      'Choose a server…',
+    );
+    if (choice === 'Set up ghostfim') {
+      await this.setUp('install');
+    } else if (choice === 'Choose a server…') {
+      await this.chooseServer();
+    }
+  }
+
+  /** A file picker for the `ghostfim` executable; the choice becomes ghostfim.serverPath. */
+  async chooseServer(): Promise<void> {
+    const picked = await vscode.window.showOpenDialog({
+      title: 'The ghostfim executable (e.g. a virtual environment\'s bin/ghostfim)',
+      openLabel: 'Use this server',
+      canSelectFiles: true,
+      canSelectFolders: false,
+      canSelectMany: false,
+    });
+    const file = picked?.[0];
+    if (file === undefined) return;
+    // A machine setting: in a remote window VS Code writes it to the remote machine's settings.
+    // Changing it restarts the server (extension.ts).
+    await vscode.workspace
+      .getConfiguration(SECTION)
+      .update('serverPath', file.fsPath, vscode.ConfigurationTarget.Global);
   }
 
   private async offerServerPathFix(reason: string): Promise<void> {

@@ -19,13 +19,15 @@ export interface ExecutableSearch {
    */
   workspaceTrusted: boolean;
   isFile: (candidate: string) => boolean;
+  /** The server the extension set up in its own storage (setup.ts), when it is ready. */
+  managed?: string;
 }
 
-export type ExecutableSource = 'setting' | 'venv' | 'path';
+export type ExecutableSource = 'setting' | 'venv' | 'path' | 'managed';
 
 export type ExecutableLookup =
   | { found: true; path: string; source: ExecutableSource }
-  | { found: false; searched: string[] };
+  | { found: false; searched: string[]; refused?: string };
 
 const EXECUTABLE = 'ghostfim';
 const VENV_DIRS = ['.venv', 'venv'];
@@ -54,7 +56,8 @@ function venvCandidates(folder: string, search: ExecutableSearch): string[] {
 
 function pathCandidates(name: string, search: ExecutableSearch): string[] {
   const api = pathApi(search.platform);
-  const dirs = (search.pathEnv ?? '').split(api.delimiter).filter((dir) => dir.length > 0);
+  // A relative PATH entry names a folder of whatever the working directory is: never used.
+  const dirs = (search.pathEnv ?? '').split(api.delimiter).filter((dir) => api.isAbsolute(dir));
   const names = executableNames(name, search);
   return dirs.flatMap((dir) => names.map((file) => api.join(dir, file)));
 }
@@ -74,6 +77,14 @@ export function expandSettingPath(value: string, search: ExecutableSearch): stri
   return expanded;
 }
 
+function insideAnyFolder(candidate: string, search: ExecutableSearch): boolean {
+  const api = pathApi(search.platform);
+  return search.workspaceFolders.some((folder) => {
+    const relative = api.relative(folder, candidate);
+    return relative === '' || (!relative.startsWith('..') && !api.isAbsolute(relative));
+  });
+}
+
 function firstFile(candidates: string[], search: ExecutableSearch): string | undefined {
   return candidates.find((candidate) => search.isFile(candidate));
 }
@@ -82,7 +93,7 @@ function firstFile(candidates: string[], search: ExecutableSearch): string | und
  * Resolves the server executable. A non-empty `configured` value (ghostfim.serverPath) wins and
  * is the only thing tried: a bare name is looked up on PATH, a relative path is taken from the
  * first workspace folder. Otherwise the workspace's virtual environments come first (they pin
- * the project's own ghostfim), then PATH.
+ * the project's own ghostfim), then PATH, then the server the extension set up itself.
  */
 export function findServerExecutable(configured: string, search: ExecutableSearch): ExecutableLookup {
   const api = pathApi(search.platform);
@@ -97,10 +108,19 @@ export function findServerExecutable(configured: string, search: ExecutableSearc
       const base = search.workspaceFolders[0];
       candidates = base === undefined ? [] : executableNames(api.resolve(base, setting), search);
     }
-    const hit = firstFile(candidates, search);
-    return hit !== undefined
-      ? { found: true, path: hit, source: 'setting' }
-      : { found: false, searched: candidates.length > 0 ? candidates : [setting] };
+    // Your own setting may still name a file inside the folder you opened (`${workspaceFolder}`,
+    // a relative path): in an untrusted folder that file is the folder's, and is not run.
+    const outside = search.workspaceTrusted
+      ? candidates
+      : candidates.filter((candidate) => !insideAnyFolder(candidate, search));
+    const hit = firstFile(outside, search);
+    if (hit !== undefined) return { found: true, path: hit, source: 'setting' };
+    const searched = candidates.length > 0 ? candidates : [setting];
+    if (outside.length < candidates.length) {
+      const refused = 'it is inside the untrusted workspace; trust the folder, or give a path outside it';
+      return { found: false, searched, refused };
+    }
+    return { found: false, searched };
   }
 
   const venvs = search.workspaceTrusted
@@ -113,5 +133,10 @@ export function findServerExecutable(configured: string, search: ExecutableSearc
   const pathHit = firstFile(onPath, search);
   if (pathHit !== undefined) return { found: true, path: pathHit, source: 'path' };
 
-  return { found: false, searched: [...venvs, ...onPath] };
+  // Last: the one set up on request, only when nothing the user installed is there.
+  const managed = search.managed !== undefined ? [search.managed] : [];
+  const managedHit = firstFile(managed, search);
+  if (managedHit !== undefined) return { found: true, path: managedHit, source: 'managed' };
+
+  return { found: false, searched: [...venvs, ...onPath, ...managed] };
 }

@@ -23,11 +23,13 @@ export const SERVER_SETTING_KEYS = [
   'extraContext',
   'extraContextTokens',
   'kvSnapshotMb',
+  'maxDocumentMb',
   'backend',
   'backendUrl',
   'backendModel',
   'backendApiKeyEnv',
   'backendTimeoutMs',
+  'backendAllowInsecure',
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];

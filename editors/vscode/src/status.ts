@@ -79,7 +79,7 @@ export function formatMs(value: number | null | undefined): string {
 }
 
 /** The extension's view of the server process, before the server says anything itself. */
-export type ClientPhase = 'starting' | 'running' | 'notFound' | 'stopped';
+export type ClientPhase = 'starting' | 'running' | 'notFound' | 'stopped' | 'settingUp';
 
 /** A `$/progress` work-done report in flight (model download or load). */
 export interface ProgressInfo {
@@ -140,8 +140,17 @@ export function statusBarView(input: StatusBarInput): StatusBarView {
   if (input.phase === 'notFound') {
     return {
       text: '$(error) ghostfim: no server',
-      tooltip: `${input.problem ?? 'The ghostfim server was not found.'} Set ghostfim.serverPath or install ghostfim.`,
+      tooltip:
+        `${input.problem ?? 'The ghostfim server was not found.'} Run "ghostfim: Set up the server", ` +
+        'set ghostfim.serverPath, or install ghostfim.',
       severity: 'error',
+    };
+  }
+  if (input.phase === 'settingUp') {
+    return {
+      text: '$(loading~spin) ghostfim setting up',
+      tooltip: input.problem ?? 'Setting up the ghostfim server…',
+      severity: 'normal',
     };
   }
   if (input.phase === 'stopped') {

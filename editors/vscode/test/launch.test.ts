@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { resolveServerLaunch } from '../src/launch';
+import { absoluteEntriesOnly, resolveServerLaunch } from '../src/launch';
 import { type ExecutableSearch, expandSettingPath, findServerExecutable } from '../src/serverPath';
 
 function posix(files: string[], overrides: Partial<ExecutableSearch> = {}): ExecutableSearch {
@@ -53,6 +53,37 @@ describe('findServerExecutable', () => {
   it('skips the virtual environment of an untrusted workspace', () => {
     const search = posix(['/work/proj/.venv/bin/ghostfim', '/usr/bin/ghostfim'], { workspaceTrusted: false });
     assert.deepEqual(findServerExecutable('', search), { found: true, path: '/usr/bin/ghostfim', source: 'path' });
+  });
+
+  it("runs no file of an untrusted workspace, even when the user's own setting names it", () => {
+    const inside = '/work/proj/tools/ghostfim';
+    const untrusted = posix([inside, '/usr/bin/ghostfim'], { workspaceTrusted: false });
+    for (const setting of ['${workspaceFolder}/tools/ghostfim', 'tools/ghostfim', inside]) {
+      const lookup = findServerExecutable(setting, untrusted);
+      assert.ok(!lookup.found && lookup.refused !== undefined, setting);
+    }
+    const trusted = findServerExecutable('tools/ghostfim', posix([inside]));
+    assert.deepEqual(trusted, { found: true, path: inside, source: 'setting' });
+    const outside = findServerExecutable('/usr/bin/ghostfim', untrusted);
+    assert.ok(outside.found);
+    const reason = resolveServerLaunch({ serverPath: 'tools/ghostfim', serverArgs: [] }, untrusted, {});
+    assert.ok(!reason.ok && reason.reason.includes('untrusted workspace'));
+  });
+
+  it('never looks in a relative PATH entry', () => {
+    const search = posix(['bin/ghostfim', '/usr/bin/ghostfim'], { pathEnv: 'bin:.:/usr/bin' });
+    assert.deepEqual(findServerExecutable('', search), { found: true, path: '/usr/bin/ghostfim', source: 'path' });
+  });
+
+  it('takes the server the extension set up only when nothing else is there', () => {
+    const managed = '/home/ann/.config/Code/User/globalStorage/ghostfim.ghostfim/venv/bin/ghostfim';
+    assert.deepEqual(findServerExecutable('', posix([managed], { managed })), { found: true, path: managed, source: 'managed' });
+    const onPath = findServerExecutable('', posix([managed, '/usr/bin/ghostfim'], { managed }));
+    assert.deepEqual(onPath, { found: true, path: '/usr/bin/ghostfim', source: 'path' });
+    const configured = findServerExecutable('/opt/ghostfim', posix([managed], { managed }));
+    assert.ok(!configured.found, 'a configured path that is missing is reported, not replaced');
+    const missing = findServerExecutable('', posix([], { managed }));
+    assert.ok(!missing.found && missing.searched.includes(managed));
   });
 
   it('reports what it searched when nothing is there', () => {
@@ -116,6 +147,25 @@ describe('resolveServerLaunch', () => {
     assert.equal(result.launch.env.PYTHONUNBUFFERED, '1');
     assert.ok(!('UNSET' in result.launch.env));
     assert.equal(result.launch.source, 'path');
+  });
+
+  it("keeps the workspace off the server's import path", () => {
+    const search = posix(['/usr/bin/ghostfim']);
+    const relative = resolveServerLaunch(
+      { serverPath: '', serverArgs: [] },
+      search,
+      { ...env, PYTHONPATH: ':/opt/lib:.:src:/home/ann/py' },
+    );
+    assert.ok(relative.ok);
+    assert.equal(relative.launch.env.PYTHONPATH, '/opt/lib:/home/ann/py');
+    assert.equal(relative.launch.env.PYTHONSAFEPATH, '1');
+    const empty = resolveServerLaunch({ serverPath: '', serverArgs: [] }, search, {
+      ...env,
+      PYTHONPATH: ':',
+    });
+    assert.ok(empty.ok);
+    assert.ok(!('PYTHONPATH' in empty.launch.env));
+    assert.equal(absoluteEntriesOnly('C:\\py;lib;\\\\srv\\share', 'win32'), 'C:\\py;\\\\srv\\share');
   });
 
   it('ignores serverArgs that are not a list of strings', () => {

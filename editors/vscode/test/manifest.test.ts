@@ -13,6 +13,7 @@ const protocolDoc = path.resolve(packageRoot, '..', '..', 'docs', 'protocol.md')
 
 interface ConfigProperty {
   type?: string | string[];
+  pattern?: string;
   minimum?: number;
   maximum?: number;
   scope?: string;
@@ -24,6 +25,9 @@ interface ConfigProperty {
 }
 
 interface Manifest {
+  capabilities: {
+    untrustedWorkspaces: { supported: boolean | 'limited'; description?: string; restrictedConfigurations?: string[] };
+  };
   main: string;
   engines: { vscode: string };
   publisher: string;
@@ -147,7 +151,7 @@ describe('package.json against docs/protocol.md', () => {
 describe('package.json contributions', () => {
   it('declares the commands', () => {
     const commands = manifest.contributes.commands.map((c) => c.command);
-    for (const id of ['ghostfim.switchModelSize', 'ghostfim.toggle', 'ghostfim.showStatus', 'ghostfim.restartServer']) {
+    for (const id of ['ghostfim.switchModelSize', 'ghostfim.toggle', 'ghostfim.showStatus', 'ghostfim.restartServer', 'ghostfim.setUpServer']) {
       assert.ok(commands.includes(id), `${id} is contributed`);
     }
   });
@@ -191,6 +195,13 @@ describe('package.json contributions', () => {
         assert.ok(!vscodeDefaults.has(key.toLowerCase()), `${binding.command} takes ${key}, one of VS Code's own keys`);
       }
     }
+  });
+
+  it('packages the ghostfim wheel it sets its server up from, and refuses to package without it', () => {
+    const ignore = readFileSync(path.join(packageRoot, '.vscodeignore'), 'utf8').split('\n');
+    assert.ok(ignore.includes('!server/ghostfim-*.whl'), '.vscodeignore keeps server/ghostfim-*.whl');
+    const scripts = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    assert.match(scripts['vscode:prepublish'] ?? '', /^node scripts\/check-wheel\.mjs && /);
   });
 
   it('is packageable for VS Code 1.90 and later', () => {
@@ -289,5 +300,56 @@ describe('language and machine scopes', () => {
     for (const key of ['ghostfim.model.path', 'ghostfim.serverPath', 'ghostfim.serverArgs']) {
       assert.match(properties[key]?.scope ?? '', /^machine/, `${key} is machine-scoped`);
     }
+  });
+});
+
+// lsp/settings.py classifies every setting for workspace trust: TRUST_SENSITIVE names those whose
+// value runs a program, loads or downloads a model, or sends code or keys to a host, e.g.
+// `"model.path": "llama.cpp parses the GGUF file it names",`. VS Code ignores an untrusted
+// workspace's own values of exactly the restrictedConfigurations (it drops them when it parses the
+// workspace's settings, so neither get() nor inspect() sees them).
+function trustSensitiveKeys(): string[] {
+  const source = readFileSync(settingsPy, 'utf8');
+  const table = /^TRUST_SENSITIVE\b[^=]*=\s*\{([\s\S]*?)\n\}/m.exec(source)?.[1];
+  assert.ok(table, 'lsp/settings.py has a TRUST_SENSITIVE table');
+  return [...table.matchAll(/^ {4}"([\w.]+)":/gm)].map((match) => match[1]);
+}
+
+describe('workspace trust', () => {
+  const trust = manifest.capabilities.untrustedWorkspaces;
+  const restricted = trust.restrictedConfigurations ?? [];
+
+  it('works in Restricted Mode with the sensitive settings restricted', () => {
+    assert.equal(trust.supported, 'limited');
+    assert.ok(trust.description, 'says what is limited');
+  });
+
+  it('restricts exactly the settings lsp/settings.py calls trust-sensitive', () => {
+    const sensitive = trustSensitiveKeys();
+    assert.ok(sensitive.length >= 10, `only ${sensitive.length} keys parsed`);
+    assert.deepEqual([...restricted].sort(), sensitive.map((key) => `ghostfim.${key}`).sort());
+    assert.equal(new Set(restricted).size, restricted.length, 'no key twice');
+  });
+
+  it('restricts only declared settings', () => {
+    // A misspelt key would restrict nothing, silently.
+    for (const key of restricted) assert.ok(properties[key], `${key} is declared in contributes.configuration`);
+  });
+
+  it('restricts every setting that takes free text, and the launch settings', () => {
+    // A string without a fixed set of values, or a list, can name a file, a program or a host.
+    for (const [key, property] of Object.entries(properties)) {
+      const types = ([] as string[]).concat(property.type ?? []);
+      const freeText = (types.includes('string') && property.enum === undefined && property.pattern === undefined) || types.includes('array');
+      if (freeText) assert.ok(restricted.includes(key), `${key} takes free text but is not restricted`);
+    }
+    for (const key of LAUNCH_SETTING_KEYS) assert.ok(restricted.includes(`ghostfim.${key}`), `ghostfim.${key} runs a program`);
+  });
+
+  it('lists the restricted settings in README.md', () => {
+    const readme = readFileSync(path.join(packageRoot, 'README.md'), 'utf8');
+    const section = readme.split(/^### /m).find((part) => part.startsWith('Untrusted workspaces'));
+    assert.ok(section, 'README.md has an "Untrusted workspaces" section');
+    for (const key of restricted) assert.ok(section.includes(`\`${key}\``), `the section lists ${key}`);
   });
 });

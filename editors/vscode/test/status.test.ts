@@ -118,6 +118,13 @@ describe('statusBarView', () => {
     assert.equal(missing.severity, 'error');
     assert.match(missing.tooltip, /not on PATH/);
     assert.equal(statusBarView(input({ phase: 'stopped' })).text, '$(error) ghostfim stopped');
+    assert.match(missing.tooltip, /Set up the server/);
+  });
+
+  it('names the step of a set-up in progress', () => {
+    const view = statusBarView(input({ phase: 'settingUp', problem: 'llama.cpp: compiling 45% · 2:13' }));
+    assert.equal(view.text, '$(loading~spin) ghostfim setting up');
+    assert.equal(view.tooltip, 'llama.cpp: compiling 45% · 2:13');
   });
 });
 

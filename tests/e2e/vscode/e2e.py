@@ -164,7 +164,13 @@ class VsCode:
     """One code-server with its own user data, extensions and workspace, on 127.0.0.1."""
 
     def __init__(
-        self, work: Path, code_server: str, node_bin: str, server: Path, trace: bool = False
+        self,
+        work: Path,
+        code_server: str,
+        node_bin: str,
+        server: Path | None,
+        trace: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.work = work
         self.code_server = code_server
@@ -178,14 +184,16 @@ class VsCode:
         self.trace = trace
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = work / "code-server.log"
-        self.env = dict(os.environ)
+        self.env = dict(os.environ if env is None else env)
         self.env["PATH"] = f"{node_bin}{os.pathsep}{self.env.get('PATH', '')}"
-        # code-server keeps a little state in the XDG folders; keep it out of the user's home.
-        self.env["XDG_CONFIG_HOME"] = str(work / "xdg-config")
-        self.env["XDG_DATA_HOME"] = str(work / "xdg-data")
-        # So does the server (acceptance statistics, which its filter starts from): every run
-        # starts from none, whatever earlier runs or the user's own editing refused.
-        self.env["GHOSTFIM_STATE_DIR"] = str(work / "ghostfim-state")
+        if env is None:
+            # code-server keeps a little state in the XDG folders; keep it out of the user's
+            # home. (A fresh user's environment has XDG folders of its own.)
+            self.env["XDG_CONFIG_HOME"] = str(work / "xdg-config")
+            self.env["XDG_DATA_HOME"] = str(work / "xdg-data")
+            # So does the server (acceptance statistics, which its filter starts from): every
+            # run starts from none, whatever earlier runs or the user's own editing refused.
+            self.env["GHOSTFIM_STATE_DIR"] = str(work / "ghostfim-state")
         self.config = work / "code-server.yaml"
         self.config.write_text(
             f"bind-addr: 127.0.0.1:{self.port}\nauth: none\ncert: false\n"
@@ -269,7 +277,8 @@ class VsCode:
         # Machine-scoped settings (serverPath) are read from the remote machine's settings in a
         # remote window, which is what code-server's window is; its user settings' values are not
         # applied there ("This setting cannot be applied in this window").
-        write_json(self.machine_settings_file, {"ghostfim.serverPath": str(self.server)})
+        machine = {} if self.server is None else {"ghostfim.serverPath": str(self.server)}
+        write_json(self.machine_settings_file, machine)
 
     def start(self) -> str:
         log = self.log_path.open("wb")
@@ -835,9 +844,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trace", action="store_true", help="log the LSP messages (ghostfim.trace.server)"
     )
+    parser.add_argument(
+        "--fresh-install",
+        action="store_true",
+        help="a user with no ghostfim anywhere clicks Set up ghostfim (tests/e2e/vscode/fresh.py)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="--fresh-install: its base interpreter is the fresh user's python3",
+    )
+    parser.add_argument(
+        "--setup-timeout", type=float, default=1800, help="--fresh-install: seconds for the set-up"
+    )
     args = parser.parse_args(argv)
     if not args.vsix or not Path(args.vsix).is_file():
         parser.error("no .vsix: run `make vsix` first, or pass --vsix")
+    if args.fresh_install:
+        from fresh import run_fresh
+
+        return run_fresh(args)
     if not Path(args.server).is_file():
         parser.error(f"no server at {args.server}: run `make setup` first, or pass --server")
     return run(args)

@@ -13,7 +13,8 @@ from bench.calibrate_filter import (
     evaluate_give_up,
     load,
 )
-from ghostfim.engine.service.filter import CALIBRATED, GIVE_UP_BELOW
+from ghostfim.engine.service.filter import CALIBRATED
+from ghostfim.engine.tuning import GIVE_UP_BELOW
 
 ROWS = load(DEFAULT_DATASET)
 
@@ -35,7 +36,7 @@ def test_the_engine_runs_with_the_chosen_rule() -> None:
 def test_the_chosen_rule_meets_the_targets_on_its_record() -> None:
     off, chosen = evaluate(ROWS, OFF), choose(ROWS)
     assert passes(chosen.rule)
-    # Half the refusals cannot be had here while the words user keeps 95% (docs/benchmarks.md);
+    # Half the refusals cannot be had here while the words user keeps 95% (docs/history.md);
     # the rule takes the most it can.
     assert chosen.tab_refused <= 0.6 * off.tab_refused
 

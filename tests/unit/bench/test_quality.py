@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from bench.quality import exec_tasks, scoring
+from bench.quality.selection import build_tasks
 from bench.quality.tasks import (
     KINDS,
     Task,
-    build_tasks,
     cut_points,
     interleave,
     is_trivial,

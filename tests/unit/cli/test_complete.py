@@ -13,7 +13,7 @@ import pytest
 
 from ghostfim.cli import complete as complete_module
 from ghostfim.cli.complete import config_of, read_source, run_complete, split_at
-from ghostfim.cli.main import UserError
+from ghostfim.cli.errors import UserError
 from ghostfim.engine.service.completion import CompletionService
 from tests.support.fakes import FakeBackend, FakeOpener
 

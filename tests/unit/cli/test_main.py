@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ghostfim.cli.main import EXIT_USAGE, UserError, main, parse_location
+from ghostfim.cli.errors import UserError, parse_location
+from ghostfim.cli.main import EXIT_USAGE, main
 
 
 def test_locations_are_file_line_column() -> None:

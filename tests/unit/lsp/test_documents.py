@@ -8,13 +8,7 @@ import re
 
 import numpy as np
 
-from ghostfim.lsp.documents import (
-    LineIndex,
-    chars_to_units,
-    cursor_state,
-    locate,
-    units_to_chars,
-)
+from ghostfim.lsp.documents import LineIndex, chars_to_units, locate, units_to_chars
 
 TEXT = "a😀b = 1\r\nx\ry\n\u2028z\x0cw\n"
 
@@ -84,14 +78,3 @@ def test_out_of_range_positions_are_clamped_and_named() -> None:
     assert start == 0 and problem is not None and "negative" in problem
     start, problem = offset(TEXT, 1, -3)
     assert start == TEXT.index("x") and problem is not None and "character -3" in problem
-
-
-def test_cursor_state_windows_and_normalises_line_ends() -> None:
-    text = "x = 1\r\ny = "
-    state = cursor_state("u", 3, None, text, len(text), 1)
-    assert state.prefix == "x = 1\ny = " and state.suffix == ""
-    assert state.edge_before.endswith("\r\ny = ")
-    assert (state.doc_id, state.version, state.offset, state.doc_length) == ("u", 3, 11, 11)
-    lone = cursor_state("u", 1, None, "s = '\udfff'\n", 5, 0, "python")
-    assert "\udfff" not in lone.prefix + lone.suffix and lone.language == "python"
-    assert lone.offset == 5  # one character for one: every offset stays valid

@@ -4,7 +4,19 @@ tests/integration/test_reliability.py's.)"""
 
 from __future__ import annotations
 
-from ghostfim.lsp.rpcguard import UINTEGER_MAX, Rejected, _clamp_positions, _short, top_level_id
+import json
+
+import pytest
+
+from ghostfim.engine.config import EngineConfig
+from ghostfim.lsp.redaction import RedactingWriter, json_forms, settings_secrets
+from ghostfim.lsp.rpcguard import (
+    UINTEGER_MAX,
+    Rejected,
+    _clamp_positions,
+    _short,
+    top_level_id,
+)
 
 
 def test_top_level_id_is_found_only_at_depth_one() -> None:
@@ -49,3 +61,29 @@ def test_what_is_quoted_back_is_short() -> None:
     assert _short({"a": 1}) == "{'a': 1}"
     rejected = Rejected({"id": 3}, "no jsonrpc")
     assert rejected.jsonrpc != "2.0" and rejected.reason == "no jsonrpc"
+
+
+def test_the_transport_cuts_the_backends_secrets_in_their_json_forms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GHOSTFIM_TEST_KEY", "sk-0123456789")
+    settings = EngineConfig(
+        backend_url='https://me:pa"ss\\wörd@h/v1?token=tok-abcdef',
+        backend_api_key_env="GHOSTFIM_TEST_KEY",
+    )
+    written: list[bytes] = []
+
+    class Out:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+    writer = RedactingWriter(Out(), lambda: json_forms(settings_secrets(settings)))
+    message = json.dumps(
+        {"message": 'pa"ss\\wörd, tok-abcdef, Bearer sk-0123456789', "raw": 'pa"ss\\wörd'},
+        ensure_ascii=False,
+    ).encode()
+    writer.write(b"Content-Length: %d\r\n\r\n" % len(message) + message)
+    head, _, body = written[0].partition(b"\r\n\r\n")
+    assert head == b"Content-Length: %d" % len(body)
+    text = json.loads(body)
+    assert text == {"message": "[redacted], [redacted], Bearer [redacted]", "raw": "[redacted]"}

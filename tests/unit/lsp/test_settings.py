@@ -134,3 +134,17 @@ def test_a_failed_path_then_a_size_typo_keeps_the_whole_model() -> None:
     bad_path, problems = parse_settings({"model": {"size": "small", "path": 5}}, tiny)
     assert len(problems) == 1 and "model.path" in problems[0]
     assert (bad_path.model_size, bad_path.model_path) == ("tiny", None)  # not half of it
+
+
+def test_a_backend_url_needs_a_scheme_and_is_quoted_redacted() -> None:
+    good, problems = parse_settings(
+        {"backendUrl": "https://me:hunter22@gpu-box:8443/v1", "backendAllowInsecure": True}
+    )
+    assert problems == [] and good.backend_allow_insecure
+    kept, problems = parse_settings({"backendUrl": "me:hunter22@other-box:8000"}, good)
+    assert kept.backend_url == good.backend_url  # the last good URL stays
+    assert len(problems) == 1 and "add https://" in problems[0], problems
+    assert "hunter22" not in problems[0] and "***@other-box:8000" in problems[0]
+    assert "***@gpu-box:8443" in problems[0]  # the URL kept, redacted too
+    _, problems = parse_settings({"backendAllowInsecure": "yes"})
+    assert "backendAllowInsecure" in problems[0]

@@ -1,6 +1,7 @@
 """One source of truth for the settings: the engine's defaults (engine/config.py) and the
 server's ranges (lsp/settings.py) are what VS Code's package.json declares and what both
-clients' docs and docs/protocol.md say."""
+clients' docs and docs/protocol.md say; and lsp/settings.py's trust classification is what
+package.json restricts in an untrusted workspace and what both clients' docs say of it."""
 
 from __future__ import annotations
 
@@ -13,14 +14,27 @@ from typing import Any
 import pytest
 
 from ghostfim.engine.config import EngineConfig
-from ghostfim.lsp.settings import AUTO_FIELDS, KEYS, IntRange, NumberRange
+from ghostfim.lsp.settings import (
+    AUTO_FIELDS,
+    CLIENT_KEYS,
+    KEYS,
+    NOT_TRUST_SENSITIVE,
+    TRUST_SENSITIVE,
+    IntRange,
+    NumberRange,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "editors" / "vscode" / "package.json"
 VSCODE_README = ROOT / "editors" / "vscode" / "README.md"
-NVIM_DOC = ROOT / "editors" / "nvim" / "doc" / "ghostfim.txt"
+NVIM = ROOT / "editors" / "nvim"
+NVIM_DOC = NVIM / "doc" / "ghostfim.txt"
 PROTOCOL = ROOT / "docs" / "protocol.md"
-CLIENT_ONLY = {"serverPath", "serverArgs", "trace.server"}  # VS Code's own settings
+
+
+def manifest() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(PACKAGE.read_text())
+    return data
 
 
 def vscode_properties() -> dict[str, dict[str, Any]]:
@@ -88,7 +102,7 @@ def test_vscode_declares_the_servers_range_and_default(key: str) -> None:
 
 
 def test_vscode_declares_no_setting_the_server_does_not_know() -> None:
-    assert set(vscode_properties()) - set(KEYS) == CLIENT_ONLY
+    assert set(vscode_properties()) - set(KEYS) == set(CLIENT_KEYS)
     assert set(KEYS) - set(vscode_properties()) <= UNDECLARED  # nothing else missing
 
 
@@ -117,3 +131,104 @@ def test_docs_name_every_setting_with_its_default_and_range(key: str) -> None:
     if rng:
         assert match.group(2).startswith(rng), (key, match[0])
     assert f"`{key}`" in PROTOCOL.read_text(), f"docs/protocol.md does not document {key}"
+
+
+# --- workspace trust (issue 28) ------------------------------------------------------------------
+# Free text a setting might hold: a validator that takes one of these takes a path, a program or
+# a host, so its key is presumed trust-sensitive until someone argues otherwise in lsp/settings.py.
+FREE_TEXT = ("/tmp/x.gguf", "x.gguf", "https://example.com", "HOME")
+
+
+def restricted() -> list[str]:
+    trust = manifest()["capabilities"]["untrustedWorkspaces"]
+    assert trust["supported"] == "limited"
+    keys: list[str] = trust["restrictedConfigurations"]
+    return keys
+
+
+def test_every_setting_is_classified_once_for_trust() -> None:
+    # A key added to KEYS, to CLIENT_KEYS or to package.json without saying whether a workspace
+    # may set it fails here (package.json's own keys are KEYS plus CLIENT_KEYS, above).
+    classified = set(TRUST_SENSITIVE) | set(NOT_TRUST_SENSITIVE)
+    assert not set(TRUST_SENSITIVE) & set(NOT_TRUST_SENSITIVE)
+    assert set(KEYS) | set(CLIENT_KEYS) == classified, (
+        "classify in lsp/settings.py TRUST_SENSITIVE or NOT_TRUST_SENSITIVE: "
+        f"{sorted((set(KEYS) | set(CLIENT_KEYS)) - classified)}; "
+        f"not settings: {sorted(classified - set(KEYS) - set(CLIENT_KEYS))}"
+    )
+    assert all(
+        reason.strip() for reason in (*TRUST_SENSITIVE.values(), *NOT_TRUST_SENSITIVE.values())
+    )
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_a_server_setting_that_takes_free_text_is_trust_sensitive(key: str) -> None:
+    _, check = KEYS[key]
+    takes_text = []
+    for text in FREE_TEXT:
+        try:
+            check(text)
+            takes_text.append(text)
+        except ValueError:
+            pass
+    if takes_text:
+        assert key in TRUST_SENSITIVE, f"ghostfim.{key} takes {takes_text}: a file, program or host"
+    if key.startswith("backend"):
+        assert key in TRUST_SENSITIVE, f"ghostfim.{key}: the remote connection is the user's"
+
+
+def test_a_vscode_setting_that_takes_free_text_is_trust_sensitive() -> None:
+    # The same presumption on VS Code's side, which also holds the client-only keys: a string
+    # without an enum, or a list, can name a file, a program, an argument or a host.
+    for key, prop in vscode_properties().items():
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        if ("string" in types and "enum" not in prop and "pattern" not in prop) or "array" in types:
+            assert key in TRUST_SENSITIVE, f"ghostfim.{key} takes free text"
+
+
+def test_vscode_restricts_exactly_the_trust_sensitive_settings() -> None:
+    keys = restricted()
+    assert len(keys) == len(set(keys)), keys
+    assert {k.removeprefix("ghostfim.") for k in keys} == set(TRUST_SENSITIVE)
+    assert all(k.startswith("ghostfim.") for k in keys), keys
+
+
+def test_the_vscode_readme_lists_the_restricted_settings() -> None:
+    text = VSCODE_README.read_text()
+    heading = "### Untrusted workspaces"
+    assert heading in text, f"editors/vscode/README.md has no {heading!r} section"
+    section = text[text.index(heading) + len(heading) :]
+    section = section[: section.index("\n#")] if "\n#" in section else section
+    for key in sorted(TRUST_SENSITIVE):
+        assert f"`ghostfim.{key}`" in section, f"the trust section does not list ghostfim.{key}"
+    for key in sorted(NOT_TRUST_SENSITIVE):
+        assert f"`ghostfim.{key}`" not in section, f"ghostfim.{key} is not restricted"
+
+
+# Lua that reads a file, runs one, or finds one by walking the directories: none of it may take
+# the plugin's settings from a project (a repository's file would then choose the model, the
+# server command or the backend). The plugin's files are its own code, found on runtimepath.
+LUA_FILE_READS = re.compile(
+    r"\bio\.(open|lines|read)\b|\bvim\.fn\.(readfile|filereadable|findfile|glob|globpath)\b"
+    r"|\b(loadfile|dofile)\b|\bvim\.secure\b|\bvim\.fs\.(find|dir)\b|\bvim\.json\.decode\b"
+    r"|\bjson_decode\b|\bexrc\b"
+)
+
+
+# The one JSON the plugin decodes: each line its own `ghostfim setup --json` child prints
+# (:GhostfimInstall), never a file's content.
+LUA_CHILD_OUTPUT = ("install.lua", "local ok, event = pcall(vim.json.decode, line)")
+
+
+def test_the_neovim_plugin_reads_its_settings_from_the_users_config_only() -> None:
+    sources = sorted((NVIM / "lua").rglob("*.lua")) + sorted((NVIM / "lsp").rglob("*.lua"))
+    assert len(sources) >= 5
+    for path in sources:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("--", 1)[0]  # comments may name what the code must not do
+            if (path.name, code.strip()) == LUA_CHILD_OUTPUT:
+                continue
+            assert not LUA_FILE_READS.search(code), f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+    for doc in (NVIM / "README.md", NVIM_DOC):
+        text = " ".join(doc.read_text().split())
+        assert "your own configuration" in text and "project" in text, doc

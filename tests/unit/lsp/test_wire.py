@@ -8,10 +8,12 @@ import json
 from ghostfim.engine.backend import KvEvent, KvStatus, ModelInfo
 from ghostfim.engine.config import Budgets, BudgetsInEffect, Clamp
 from ghostfim.engine.context.ring import RingStatus
+from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.service.acceptance import Counts
 from ghostfim.engine.service.host import Loading
 from ghostfim.engine.service.stats import (
     LatencySummary,
+    MemoryStatus,
     RequestStats,
     ServiceStatus,
     WorkCounters,
@@ -171,3 +173,22 @@ def test_kv_snapshots_and_a_missing_model() -> None:
         "recent": [{"kind": "save", "uri": "file:///b", "tokens": 64, "bytes": 2048, "ms": 1.2}],
     }
     assert kv_json(None) is None and model_json(None) is None
+
+
+def test_the_status_reports_each_cache_against_its_limit() -> None:
+    memory = MemoryStatus(
+        (CacheUsage("lineTokens", 1_000, 4_194_304), CacheUsage("kvSnapshots", 0, 16_777_216)),
+        rss_bytes=512 * 2**20 + 2**19,
+        large_documents=1,
+    )
+    out = status_json(status(memory=memory))["memory"]
+    assert out == {
+        "caches": {
+            "lineTokens": {"bytes": 1_000, "limit": 4_194_304},
+            "kvSnapshots": {"bytes": 0, "limit": 16_777_216},
+        },
+        "rssMb": 512.5,
+        "largeDocuments": 1,
+    }
+    assert status_json(status())["memory"] is None  # a service that did not say
+    json.dumps(out)

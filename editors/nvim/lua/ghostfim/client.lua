@@ -93,7 +93,8 @@ function M.attach(bufnr, cfg, settings, hooks)
   end
   if vim.fn.executable(cfg.cmd[1]) ~= 1 then
     return nil, string.format(
-      "server command %q is not executable: install ghostfim or set `cmd` in setup()", cfg.cmd[1])
+      "server command %q is not executable: run :GhostfimInstall, install ghostfim, or set " ..
+      "`cmd` in setup()", cfg.cmd[1])
   end
   local config = lsp_config(cfg, settings, hooks)
   local ok, id = pcall(function()

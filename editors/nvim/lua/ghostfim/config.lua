@@ -19,12 +19,16 @@ M.default_filetypes = {
 local plugin_root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
 
 --- The server command when `cmd` is not given: `ghostfim serve` when `ghostfim` is on $PATH,
---- else the checkout's own `.venv/bin/ghostfim` (what `make setup` in the repository holding
---- this plugin installs, e.g. a lazy.nvim `build` step), else `ghostfim serve` anyway (the
---- error then names it).
+--- else the server :GhostfimInstall set up in stdpath("data")/ghostfim, else the checkout's
+--- own `.venv/bin/ghostfim` (what `make setup` in the repository holding this plugin
+--- installs), else `ghostfim serve` anyway (the error then names it).
 function M.default_cmd()
   if vim.fn.executable("ghostfim") == 1 then
     return { "ghostfim", "serve" }
+  end
+  local installed = require("ghostfim.install").server()
+  if installed then
+    return { installed, "serve" }
   end
   local venv = vim.fn.fnamemodify(plugin_root .. "/../../.venv/bin/ghostfim", ":p")
   if vim.fn.executable(venv) == 1 then
@@ -147,6 +151,8 @@ function M.resolve(user)
     check_known_keys("", user, M.known_options)
     local cfg = vim.deepcopy(M.defaults)
     cfg.cmd = M.default_cmd()
+    -- Found, not given: :GhostfimInstall may find a better one later (init.lua's installed()).
+    cfg.cmd_is_default = user.cmd == nil
     for key, value in pairs(user) do
       if (key == "keymaps" or key == "model") and type(value) == "table" then
         cfg[key] = vim.tbl_extend("force", cfg[key], value)

@@ -1,6 +1,6 @@
--- :checkhealth ghostfim: the server (found, its version), the model's state, the GPU the server
--- uses, this session's accepted and refused suggestions, the prompt budgets in effect, restarts
--- after crashes, and keymap conflicts.
+-- :checkhealth ghostfim: the install :GhostfimInstall made, the server (found, its version),
+-- the model's state, the GPU the server uses, this session's accepted and refused suggestions,
+-- the prompt budgets in effect, restarts after crashes, and keymap conflicts.
 local M = {}
 
 -- 0.10+ has vim.health.start/ok/...; 0.8 and 0.9 vim.health.report_*; 0.7 require("health").
@@ -63,6 +63,27 @@ function M.check()
     report.warn("suggestions are turned off (:GhostfimToggle turns them on)")
   end
 
+  report.start("ghostfim: install (:GhostfimInstall)")
+  local install = require("ghostfim.install")
+  local paths = install.paths()
+  local recorded = install.state()
+  if install.progress() then
+    report.info("an install is running: " .. install.progress())
+  elseif install.server() then
+    report.ok(string.format("installed and ready: %s (set up %s)", paths.server,
+      field(recorded.ready_at)))
+  elseif install.last_error then
+    report.error("the last install failed: " .. install.last_error, {
+      ":GhostfimInstall tries again (:GhostfimInstall! from scratch)",
+      "the whole output is in " .. paths.log })
+  elseif vim.fn.executable(paths.server) == 1 then
+    report.warn("an install in " .. paths.root .. " did not finish", {
+      ":GhostfimInstall finishes it" })
+  else
+    report.info("not installed in " .. paths.root ..
+      " (:GhostfimInstall sets the server up there; not needed when `ghostfim` is on $PATH)")
+  end
+
   report.start("ghostfim: server")
   local cmd = (running and running.config and running.config.cmd)
     or (client.adopted_config and client.adopted_config.cmd)
@@ -74,7 +95,7 @@ function M.check()
       vim.fn.exepath(cmd[1])))
   else
     report.error(string.format("server command not found: %s", cmd[1]), {
-      "install ghostfim (make setup in the ghostfim repository, or pip install it)",
+      ":GhostfimInstall sets the server up (or `pipx install` ghostfim, then `ghostfim setup`)",
       "or set `cmd` in setup(), e.g. { '/path/to/ghostfim/.venv/bin/ghostfim', 'serve' }" })
   end
   local info = client.server_info

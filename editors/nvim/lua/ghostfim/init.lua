@@ -1,7 +1,8 @@
 -- ghostfim: inline code completion (ghost text) from the `ghostfim serve` LSP server.
 -- See :help ghostfim. Public API: setup(), accept(), accept_word(), accept_line(), dismiss(),
 -- trigger(), toggle(), restart(), set_model(), status(), statusline(), namespace(), config(),
--- and lsp_hooks() for lsp/ghostfim.lua (vim.lsp.enable, 0.11+).
+-- installed() (after :GhostfimInstall: ghostfim.install), and lsp_hooks() for lsp/ghostfim.lua
+-- (vim.lsp.enable, 0.11+).
 local client = require("ghostfim.client")
 local config = require("ghostfim.config")
 local ghost = require("ghostfim.ghost")
@@ -279,6 +280,7 @@ local function create_commands()
   vim.api.nvim_create_user_command("GhostfimRestart", function()
     M.restart()
   end, { nargs = 0, desc = "ghostfim: restart the server and attach the open buffers" })
+  require("ghostfim.install").create_command()
 end
 
 local function teardown()
@@ -380,6 +382,20 @@ function M.restart()
   end
   M.toggle(true)
   return true
+end
+
+--- Called when :GhostfimInstall finished: a server found by default (no `cmd` given) is looked
+--- for again, and started for the open buffers.
+function M.installed()
+  if not cfg or not cfg.cmd_is_default then
+    return
+  end
+  local cmd = config.default_cmd()
+  if vim.deep_equal(cmd, cfg.cmd) and client.get() then
+    return -- already running this one
+  end
+  cfg.cmd = cmd
+  M.restart()
 end
 
 function M.accept()

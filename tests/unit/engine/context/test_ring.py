@@ -162,3 +162,26 @@ def test_root_paths_and_the_status() -> None:
     assert r.status() == RingStatus(2, 0, 0, 1, ("a.py", "b.py"))
     r.clear()
     assert r.status().chunks == 0 and r.status().version == 2
+
+
+# --- memory (engine/memory.py) -------------------------------------------------------------------
+def test_the_ring_is_bounded_in_bytes_even_with_four_byte_characters() -> None:
+    """Sixteen chunks of 4,000 astral characters would be 1 MB of text and as much again of
+    line sets: the ring keeps what fits its bytes, the newest."""
+    r = ring()
+    for i in range(40):
+        text = "".join(f"𝔵_{i}_{j} = '{'😀' * 110}'\n" for j in range(32))
+        assert r.pick(text, f"f{i}.py", f"file:///f{i}.py", line=16) is not None
+        r.commit(force=True)
+        usage = r.usage()
+        assert usage.name == "contextRing" and 0 < usage.bytes <= usage.limit
+    assert 1 <= len(r.chunks) < 16  # fewer than the count bound: the bytes bound first
+    assert r.chunks[-1].doc_id == "file:///f39.py"  # the newest kept
+
+
+def test_client_text_of_any_size_is_read_no_further_than_its_chunks() -> None:
+    head = code("sent", 32 * MAX_CLIENT_CHUNKS)
+    huge = head + "x" * 50_000_000  # a 50 MB paste: only its first lines can become chunks
+    a, b = ring(), ring()
+    assert a.add_text(huge, "snippet") == b.add_text(head, "snippet") == MAX_CLIENT_CHUNKS
+    assert [c.text for c in a.pending] == [c.text for c in b.pending]

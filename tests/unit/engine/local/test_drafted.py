@@ -4,15 +4,18 @@ always (the same weights) or hardly ever (other weights); the KV cache stays con
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.local.drafted import DraftedSession, DraftLength, VocabularyMismatch
+from ghostfim.engine.local.kvslots import SLOT_FULL
 from ghostfim.engine.local.loading import open_model_file
 from ghostfim.engine.local.session import ModelSession
-from tests.support.gguf_factory import make_tiny_gguf
+from ghostfim.engine.memory import LINE_TOKENS_BYTES
+from harness.gguf_factory import make_tiny_gguf
 
 PROMPTS = [
     "def f(x):\n    return x",
@@ -97,3 +100,38 @@ def test_a_disagreeing_draft_is_asked_for_fewer_tokens(models: dict[str, Path]) 
         assert both.length.next(16) < 8  # other weights: it hardly ever agrees
     finally:
         both.close()
+
+
+def test_the_snapshot_ram_is_the_servers_shared_by_both_models(models: dict[str, Path]) -> None:
+    """`kvSnapshotMb` is one budget for the server: with a draft, the two models' snapshot
+    limits add up to it (split by their KV bytes a token), and so does what status reports."""
+    target, draft = session(models["target"]), session(models["other"])
+    both = DraftedSession(target, draft)
+    try:
+        asked = target.budgets.effective.snapshot_bytes
+        assert target.slots.snapshot_bytes + draft.slots.snapshot_bytes == asked
+        per_target, per_draft = target.kv_bytes_per_token, draft.kv_bytes_per_token
+        assert draft.slots.snapshot_bytes == asked * per_draft // (per_target + per_draft)
+        both.set_budgets(replace(target.budgets.effective, kv_snapshot_mb=16))
+        assert target.slots.snapshot_bytes + draft.slots.snapshot_bytes == 16 * 2**20
+        kv = both.kv_status()
+        assert kv is not None and kv.snapshot_limit_bytes == 16 * 2**20
+        caches = {c.name: c for c in both.caches()}
+        assert caches["kvSnapshots"].limit == 16 * 2**20
+        assert caches["lineTokens"].limit == 2 * LINE_TOKENS_BYTES  # one builder each
+    finally:
+        both.close()
+
+
+def test_a_tokens_kv_bytes_are_what_a_snapshot_grows_by(models: dict[str, Path]) -> None:
+    s = session(models["target"])
+    try:
+        slot = SLOT_FULL  # where full prompts (the default mode) go
+        s.complete(CompletionRequest("def f(x):\n    return x", "\n", doc_id="d", max_tokens=1))
+        n, short = s.slots.length(slot), len(s.model.seq_state(slot))
+        s.complete(CompletionRequest("def f(x):\n    return x + 1 + 2 + 3", "\n", doc_id="d"))
+        n_long, long_ = s.slots.length(slot), len(s.model.seq_state(slot))
+        assert n_long > n
+        assert (long_ - short) / (n_long - n) == pytest.approx(s.kv_bytes_per_token, rel=0.05)
+    finally:
+        s.close()

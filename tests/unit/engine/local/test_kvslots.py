@@ -25,6 +25,7 @@ from ghostfim.engine.local.kvslots import (
 )
 from ghostfim.engine.local.plan import Windows
 from ghostfim.engine.local.session import ModelSession, drop_cells, prepare_slot
+from ghostfim.engine.memory import ints_bytes
 from tests.support.fakes import FakeStore
 
 
@@ -107,7 +108,9 @@ def test_an_evicted_window_is_kept_and_restored_when_the_user_is_back() -> None:
 
 def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> None:
     store = FakeStore()
-    limit = 3 * 64 * 100 + 3 * 64 * 8  # room for three windows of 64 tokens
+    # room for three windows of 64 tokens: their KV state and their token lists
+    per_window = 64 * 100 + ints_bytes(list(window(1)))
+    limit = 3 * per_window
     slots = KvSlots(n_ctx=3 * 1024, snapshot_bytes=limit)
     for seed in range(1, 9):
         fill(slots, store, window(seed), f"doc{seed}")
@@ -116,7 +119,7 @@ def test_snapshots_are_bounded_in_bytes_and_forgotten_with_their_document() -> N
     kept = {s.doc_id for s in slots._snapshots.values()}
     slots.forget(sorted(kept)[0])
     assert slots.snapshot_count == 2
-    slots.set_snapshot_limit(64 * 100 + 64 * 8)  # a smaller limit drops the oldest
+    slots.set_snapshot_limit(per_window)  # a smaller limit drops the oldest
     assert slots.snapshot_count == 1
     short_store = FakeStore()
     short = KvSlots(n_ctx=3 * 1024)

@@ -86,16 +86,16 @@ def test_decode_takes_one_batch_at_most_and_gives_logits(model: native.NativeMod
         model.decode([1] * 65, 0, want_logits=True)
     tokens = model.tokenize("x = 1\ny = ")
     model.decode(tokens, 0, want_logits=True, seq=1)
-    first = model.argmax_last()
-    assert 0 <= first < model.n_vocab
-    among = model.argmax_last(among=np.array([5, 7]))
+    first, prob = model.argmax_last_with_prob()
+    assert 0 <= first < model.n_vocab and 0.0 < prob <= 1.0
+    among, _ = model.argmax_last_with_prob(among=np.array([5, 7]))
     assert among in (5, 7)
 
 
 def test_a_sequences_cells_are_saved_and_restored(model: native.NativeModel) -> None:
     tokens = model.tokenize("alpha = beta + gamma\n")
     model.decode(tokens, 0, want_logits=True, seq=1)
-    expected = model.argmax_last()
+    expected = model.argmax_last_with_prob()[0]
     state = model.seq_state(1)
     assert len(state) > 0
     model.kv_clear()
@@ -105,7 +105,7 @@ def test_a_sequences_cells_are_saved_and_restored(model: native.NativeModel) -> 
     model.restore_seq_state(state, 1)
     model.kv_remove_from(len(tokens) - 1, 1)
     model.decode(tokens[-1:], len(tokens) - 1, want_logits=True, seq=1)
-    assert model.argmax_last() == expected  # the same cells give the same next token
+    assert model.argmax_last_with_prob()[0] == expected  # the same cells: the same next token
 
 
 def test_the_host_facts() -> None:

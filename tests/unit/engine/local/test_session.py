@@ -21,7 +21,7 @@ from ghostfim.engine.local.plan import Windows
 from ghostfim.engine.local.session import DevicePolicy, ModelSession, template_of
 from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel
 from ghostfim.engine.prompt.fim import detect_template
-from tests.support.gguf_factory import make_tiny_gguf
+from harness.gguf_factory import make_tiny_gguf
 from tests.support.sessions import full_plan, prefill, set_cost
 
 GPU_LIKE = "3+0.02"  # ms per decode call + ms per token: a 1.5B model on an H200

@@ -3,6 +3,9 @@ sticky prefix window, suffix units, the layouts, token healing; a stand-in token
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 from ghostfim.engine.config import Budgets
 from ghostfim.engine.prompt.builder import (
     MIN_PREFIX_TOKENS,
@@ -151,3 +154,47 @@ def test_token_healing_takes_the_word_fragment_out() -> None:
     assert parts.prompt().heal == b" re" and parts.prefix_tokens == len(chars("x ="))
     no_piece = PromptBuilder(chars, QWEN, prefix_tokens=40).parts("d", "x = re", "", 0)
     assert no_piece.heal == b""  # no vocabulary to heal with (a remote server's builder)
+
+
+# --- memory (engine/memory.py) -------------------------------------------------------------------
+def minified(n_chars: int) -> str:
+    return "".join(f"function f{i}(a){{return a+{i}}};" for i in range(n_chars // 28))
+
+
+def test_a_minified_file_keeps_the_caches_within_their_bytes() -> None:
+    """Typing through a minified line makes a new 11 kB line to count at every keystroke (the
+    prefix window's cut of it): 1,000 of them were 11 MB under a bound of 8,192 entries. Held
+    to their byte limits, and so is what the builder really keeps (tracemalloc)."""
+    # a token every four characters (what the counts are does not matter here, only the keys)
+    b = PromptBuilder(lambda t: [7] * (len(t) // 4), QWEN, prefix_tokens=768, suffix_tokens=256)
+    text = minified(200_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1_000):
+            at = 20_000 + 97 * i  # the windows the service hands over (a cut line, no start)
+            b.parts("file:///app.min.js", text[at - 16_000 : at], text[at : at + 4_000], 0)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    caches = {c.name: c for c in b.caches()}
+    assert set(caches) == {"lineTokens", "suffixTokens", "prefixAnchors"}
+    for cache in caches.values():
+        assert 0 <= cache.bytes <= cache.limit, cache
+    assert caches["lineTokens"].bytes > caches["lineTokens"].limit // 2  # it was used
+    assert held < sum(c.limit for c in caches.values()) * 1.2, held
+
+
+def test_a_closed_documents_sticky_windows_go() -> None:
+    b = builder()
+    text = doc(200)
+    for doc_id in ("file:///a.py", "file:///b.py"):
+        b.parts(doc_id, text, "", 200)
+        b.parts(doc_id, text, "", 200, prefix_budget=20)  # a window per budget
+    anchors = next(c for c in b.caches() if c.name == "prefixAnchors")
+    b.forget("file:///a.py")
+    after = next(c for c in b.caches() if c.name == "prefixAnchors")
+    assert 0 < after.bytes < anchors.bytes
+    b.forget("file:///b.py")
+    assert next(c for c in b.caches() if c.name == "prefixAnchors").bytes == 0

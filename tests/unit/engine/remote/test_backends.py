@@ -24,8 +24,8 @@ from ghostfim.engine.remote.backends import (
     RemoteConfig,
     RemoteTimeout,
     RemoteUnavailable,
-    open_remote_backend,
 )
+from ghostfim.engine.remote.servers import open_remote_backend
 from ghostfim.engine.service.completion import CompletionService, CursorState
 from ghostfim.lsp.wire import model_json, status_json
 from tests.support.fake_http import (

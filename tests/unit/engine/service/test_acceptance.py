@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghostfim.engine.service.acceptance import READ_MS, AcceptanceLog, Outcome
+from ghostfim.engine.service.acceptance import AcceptanceLog, Outcome
 from ghostfim.engine.text.place import Place
+from ghostfim.engine.tuning import READ_MS
 from ghostfim.lsp.wire import acceptance_json
 
 PLACE = Place("python", "end", "word")
 READ_S = READ_MS / 1000
 
 
-def log_with_outcomes() -> tuple[AcceptanceLog, list[Outcome]]:
+def log_with_outcomes(reports_accepts: bool = True) -> tuple[AcceptanceLog, list[Outcome]]:
+    """A log and what it hands on; its client reports accepts unless told otherwise."""
     outcomes: list[Outcome] = []
-    return AcceptanceLog(listeners=[outcomes.append]), outcomes
+    log = AcceptanceLog(listeners=[outcomes.append], reports_accepts=reports_accepts)
+    return log, outcomes
 
 
 def summary(log: AcceptanceLog) -> dict[str, Any]:
@@ -43,6 +46,30 @@ def test_read_then_typed_over_is_refused_but_unread_is_not() -> None:
     log.left("a", now=1.0 + READ_S)
     assert summary(log)["refused"] == 1
     assert [o.kind for o in outcomes] == ["refused"]
+
+
+def test_refusals_wait_for_the_clients_first_accept_signal() -> None:
+    """A client that never reports accepts cannot tell a refusal from an accept it did not
+    report: its refusals are counted but not handed on until an accept signal comes."""
+    log, outcomes = log_with_outcomes(reports_accepts=False)
+    for i in range(3):
+        show(log, f"foo{i}()", float(i), origin=object())
+        log.left("a", now=i + READ_S)
+    assert summary(log)["refused"] == 3 and outcomes == []  # counted, not learned from
+    assert not log.accepted("g999")  # an unknown item: still a signal that accepts come
+    assert [o.kind for o in outcomes] == ["refused"] * 3  # handed on, in order
+    show(log, "bar()", 10.0, origin=object())
+    log.left("a", now=10.0 + READ_S)
+    assert [o.kind for o in outcomes] == ["refused"] * 4  # from now on, at once
+
+
+def test_a_partial_accept_is_a_signal_too() -> None:
+    log, outcomes = log_with_outcomes(reports_accepts=False)
+    show(log, "foo()", 0.0, origin=object())
+    log.left("a", now=READ_S)
+    taken = show(log, "bar(x)", 1.0, origin=object())
+    assert log.partially_accepted(taken, 3)
+    assert [o.kind for o in outcomes] == ["refused", "partial"]
 
 
 def test_a_different_suggestion_replacing_a_read_one_refuses_it() -> None:

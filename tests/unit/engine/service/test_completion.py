@@ -13,10 +13,12 @@ import pytest
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.config import EngineConfig
-from ghostfim.engine.service.completion import CompletionService, CursorState, grow
-from ghostfim.engine.service.filter import GIVE_UP_BELOW, too_much_after_cursor
+from ghostfim.engine.service.completion import CompletionService, CursorState
+from ghostfim.engine.service.filter import too_much_after_cursor
+from ghostfim.engine.service.keystroke import grow
 from ghostfim.engine.service.scheduler import Priority
 from ghostfim.engine.service.suggestions import Suggestion
+from ghostfim.engine.tuning import GIVE_UP_BELOW
 from ghostfim.lsp.settings import parse_settings
 from ghostfim.lsp.wire import status_json
 from tests.support.fakes import (
@@ -255,6 +257,17 @@ async def test_disabled_answers_empty_without_the_model(cleanup: list) -> None:
     assert backend.model_requests() == 0
 
 
+async def test_switched_off_shows_nothing_from_the_cache_either(cleanup: list) -> None:
+    backend = FakeBackend(script=lambda r: "width * height")
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    assert (await service.complete(cursor(DOC), explicit=True)).text == "width * height"
+    assert (await service.complete(cursor(DOC + "w", version=2))).source == "cache"
+    service.set_options(replace(FIXED_DEBOUNCE, enable=False))
+    answer = await service.complete(cursor(DOC + "wi", version=3))
+    assert (answer.text, answer.reason) == ("", "disabled")
+
+
 # --- deadlines ------------------------------------------------------------------------------------
 async def test_a_request_past_its_deadline_is_answered_empty_and_stopped(
     cleanup: list, monkeypatch: pytest.MonkeyPatch
@@ -268,6 +281,24 @@ async def test_a_request_past_its_deadline_is_answered_empty_and_stopped(
     assert answer.text == "" and answer.reason == "deadline"
     assert time.perf_counter() - started < 1.0
     await settle(service)  # the job was cancelled, not left running for 5 s
+
+
+async def test_the_wait_for_a_stalled_suggestion_typed_into_ends_at_the_deadline(
+    cleanup: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typed as far as a streaming suggestion has grown, the request waits for more of it;
+    a stream that stalls must not hold the request past the automatic deadline."""
+    monkeypatch.setenv("GHOSTFIM_REQUEST_DEADLINE_S", "0.5")
+    backend = FakeBackend(script=lambda r: "width * height", piece_chars=6, piece_s=30.0)
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    first = await service.complete(cursor(DOC))
+    assert first.text == "width", first  # its first piece, "width "; the next is 30 s off
+    started = time.perf_counter()
+    typed = await service.complete(cursor(DOC + "width ", version=2))
+    waited = time.perf_counter() - started
+    # 0.5 s plus the event loop's wake-up: a loaded 2-core machine adds tens of ms, not 1.5 s.
+    assert (typed.text, typed.reason) == ("", "deadline") and waited < 2.0, (typed, waited)
 
 
 # --- requests while the backend loads ---------------------------------------------------------
@@ -440,19 +471,19 @@ def test_postprocess_setting_reaches_the_request() -> None:
     assert problems == []
     service = CompletionService(NoEvents(), settings, opener=FakeOpener())  # type: ignore[arg-type]
     state = CursorState("file:///a.py", 1, None, "x = ", "\n", 0, 4, 5)
-    request: CompletionRequest = service._request_for(state, "full")
+    request: CompletionRequest = service.requests.request_for(state, "full")
     assert request.postprocess is False and request.mode == "full"
-    assert service._request_for(state, "keystroke").postprocess is False
+    assert service.requests.request_for(state, "keystroke").postprocess is False
 
 
 def test_completion_options_follow_the_configuration() -> None:
     config = EngineConfig(max_tokens=12, multiline="never", debounce_ms=33)
     service = CompletionService(NoEvents(), config, opener=FakeOpener())  # type: ignore[arg-type]
     state = cursor(DOC)
-    request = service._request_for(state, "keystroke")
+    request = service.requests.request_for(state, "keystroke")
     assert (request.max_tokens, request.multiline, request.doc_id) == (12, "never", state.doc_id)
     assert request.prefix == state.prefix and request.cursor_line == state.cursor_line
-    assert service._request_for(state, "keystroke", 5).max_tokens == 5
+    assert service.requests.request_for(state, "keystroke", 5).max_tokens == 5
     assert service.debounce.fixed_ms == 33
 
 
@@ -471,10 +502,10 @@ async def test_the_service_feeds_the_ring_and_only_full_requests_carry_it(
     service.set_workspace_roots(["file:///p"])
     service.document_opened("file:///p/pkg/util.py", OTHER)
     state = CursorState("file:///p/main.py", 1, None, CURRENT, "\n", 5, len(CURRENT), 30)
-    extra = service._request_for(state, "full").extra_context
+    extra = service.requests.request_for(state, "full").extra_context
     assert extra is not None and extra.project == "p" and extra.filename == "main.py"
     assert [c.filename for c in extra.chunks] == ["pkg/util.py"]
-    assert service._request_for(state, "keystroke").extra_context is None
+    assert service.requests.request_for(state, "keystroke").extra_context is None
     # Completions that move from one open document to another give the left one's chunk.
     b_text = "".join(f"    b_{i} = compute_b({i})\n" for i in range(60))
     service.document_opened("file:///p/b.py", b_text)
@@ -489,7 +520,7 @@ async def test_the_service_feeds_the_ring_and_only_full_requests_carry_it(
     around = [c for c in carried.chunks if c.filename == "b.py" and "b_40 " in c.text]
     assert around  # ... with b.py's chunk around its last cursor, not only its top
     service.set_options(replace(service.config, extra_context=False))
-    assert service._request_for(state, "full").extra_context is None
+    assert service.requests.request_for(state, "full").extra_context is None
     service.set_options(replace(service.config, extra_context=True, extra_context_tokens=0))
-    assert service._request_for(state, "full").extra_context is None
+    assert service.requests.request_for(state, "full").extra_context is None
     assert service.status().context.chunks >= 1

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from ghostfim.engine.service.acceptance import Outcome
-from ghostfim.engine.service.filter import (
-    CALIBRATED,
-    GIVE_UP_BELOW,
-    HALF_LIFE_S,
-    ConfidenceFilter,
-)
+from ghostfim.engine.service.acceptance import AcceptanceLog, Outcome
+from ghostfim.engine.service.filter import CALIBRATED, ConfidenceFilter
 from ghostfim.engine.service.localstats import Record
 from ghostfim.engine.text.place import Place
+from ghostfim.engine.tuning import GIVE_UP_BELOW, HALF_LIFE_S, READ_MS
 
 HERE = Place("python", "end", "space")
 THERE = Place("python", "end", "dot")
@@ -82,3 +78,17 @@ def test_starts_from_earlier_sessions() -> None:
         Record(0.0, "python", "end", "space", "refused", 0, 9, 50.0, False) for _ in range(40)
     )
     assert f.refusal_cost(HERE, now=1.0) > CALIBRATED.refusal_cost
+
+
+def test_a_client_that_never_reports_accepts_moves_no_threshold() -> None:
+    """Until the client sends an accept signal, `adaptive` is `fixed`: its refusals may be
+    accepts it did not report. The first signal hands the held refusals on."""
+    place = Place("python", "end", "word")
+    confidence = ConfidenceFilter("adaptive")
+    log = AcceptanceLog(listeners=[confidence.learn])
+    for i in range(20):
+        log.show("a", f"x{i}", place, now=float(i), ttgt_ms=1.0, explicit=False, origin=object())
+        log.left("a", now=i + READ_MS / 1000)
+    assert confidence.shift(place) == 0.0  # as `fixed`
+    log.accepted("g-from-the-client")
+    assert confidence.shift(place) > 0.5  # the refusals count now: the place shows less

@@ -11,7 +11,7 @@ import pytest
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.service.completion import CompletionService
-from ghostfim.engine.service.followups import LULL_S, PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
+from ghostfim.engine.tuning import LULL_S, PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
 from tests.support.fakes import (
     FIXED_DEBOUNCE,
     FakeBackend,

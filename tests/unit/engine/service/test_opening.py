@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ghostfim.engine.config import EngineConfig, backend_spec
-from ghostfim.engine.remote.backends import OpenAIBackend
+from ghostfim.engine.remote.servers import OpenAIBackend
 from ghostfim.engine.service.opening import BackendOpener
 from ghostfim.engine.setup.fetch import ModelNotFoundError
 from tests.support.fake_http import FakeServer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ghostfim.engine.service.keystroke import grow
 from ghostfim.engine.service.suggestions import (
     MAX_TYPED_THROUGH,
     PREFIX_KEY_CHARS,
@@ -117,3 +118,34 @@ def test_a_streaming_suggestion_shows_what_is_worth_showing_so_far() -> None:
     assert s.shown() == "for"
     s.update("for f in fields if", ((3, 0.99), (5, 0.95), (8, 0.99), (15, 0.9), (18, 0.05)))
     assert s.shown() == "for f in fields"  # and it stays so as the rest streams
+
+
+# --- memory (engine/memory.py) -------------------------------------------------------------------
+def long_suggestion(i: int, tokens: int = 64) -> Suggestion:
+    text = "".join(f"tok{i}_{t} " for t in range(tokens))
+    marks = tuple((len(text) * (t + 1) // tokens, 0.5 + t / 1000) for t in range(tokens))
+    return Suggestion(text=text, marks=marks, done=True)
+
+
+def test_the_cache_is_bounded_by_the_bytes_of_its_suggestions() -> None:
+    cache = SuggestionCache(limit=200_000)
+    for i in range(2_000):
+        cache.put(f"prefix {i}", "", long_suggestion(i))
+    usage = cache.usage()
+    assert usage.name == "suggestions" and usage.limit == 200_000
+    assert 150_000 <= usage.bytes <= 200_000  # full, and no fuller
+    assert len(cache) < 2_000 // 10  # 64-token suggestions: each over a kilobyte
+    assert cache.lookup("prefix 1999", "") is not None and cache.lookup("prefix 0", "") is None
+
+
+def test_a_streaming_suggestion_is_measured_again_when_it_ends() -> None:
+    cache = SuggestionCache(limit=1_000_000)
+    streaming = Suggestion()
+    cache.put("def f():\n    ", "", streaming)
+    empty = cache.usage().bytes
+    finished = long_suggestion(1, tokens=200)
+    grow(streaming, finished.text, finished.marks)  # still growing: measured at its end
+    assert cache.usage().bytes == empty
+    grow(streaming, finished.text, finished.marks, done=True)
+    assert cache.usage().bytes > empty + len(finished.text) + 200 * 100
+    assert streaming.listeners == []  # the cache no longer listens to a finished suggestion

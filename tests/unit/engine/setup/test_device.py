@@ -37,12 +37,12 @@ def test_layers_run_on_a_gpu_only_with_both_a_gpu_and_a_gpu_build(
 
 
 def test_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(device, "which", lambda _name: None)
     assert device._nvidia_smi_first("name") is None
 
 
 def test_nvidia_smi_answers_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device.shutil, "which", lambda _name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(device, "which", lambda _name: "/usr/bin/nvidia-smi")
 
     def run(cmd: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
         field = cmd[1].split("=", 1)[1]

