@@ -1,0 +1,246 @@
+"""Names used in one file, to the definitions other files of the workspace hold.
+
+Python: `from pkg.mod import A` and `from .mod import A` (relative to the importing file's
+package), `import pkg.mod as m` then `m.A`, `import pkg.mod` then `pkg.mod.A`, `from pkg import
+mod` then `mod.A`, star imports; a name a module only re-exports (`from .impl import A` in a
+package's `__init__.py`, the common case in modern packages) is followed to where it is
+defined. An absolute module is looked up by the trailing components of each file's path (so
+`src/` layouts, namespace packages and folders above the project all resolve); where several
+files match, the one whose package chain names it, in the importer's root, nearest the
+importer, wins.
+
+JavaScript/TypeScript: relative specifiers (`./mod`, `../mod.js`, which TypeScript's ES modules
+use for `mod.ts`, `./dir` for its index), named, default and namespace imports, `require`,
+`export { A as B }`, `export ... from` and `export * from`. Bare specifiers (packages, tsconfig
+path aliases) are not resolved.
+
+Not thread-safe: the index calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ghostfim.engine.context.files import JS_SUFFIXES, Root
+from ghostfim.engine.context.outline import Binding, Definition, Outline
+
+MAX_HOPS = 8  # re-exports followed from a name to its definition (cycles end here too)
+
+_JS_TO_TS = {
+    ".js": (".ts", ".tsx", ".d.ts"),
+    ".jsx": (".tsx",),
+    ".mjs": (".mts",),
+    ".cjs": (".cts",),
+}
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedFile:
+    path: str  # absolute, under its root's real path: the index's key
+    rel: str  # relative to the root, "/"-separated
+    root: Root
+    module: str  # Python: dotted, as its package chain names it; JS/TS: rel without suffix
+    outline: Outline
+    by_name: Mapping[str, Definition]  # its definitions ("default": JS's default export)
+    size: int  # source bytes
+    mtime_ns: int  # 0: the editor's text, not the disk's
+    nbytes: int  # what the index keeps for it
+
+    @property
+    def python(self) -> bool:
+        return self.outline.language == "python"
+
+    @property
+    def package(self) -> bool:
+        """A Python package's `__init__`: its submodules are names in it too."""
+        return os.path.basename(self.path).startswith("__init__.")
+
+
+Found = Definition | IndexedFile | None  # a name is a definition, a module, or unknown
+
+
+def python_module_keys(rel: str) -> list[str]:
+    """The dotted names a Python file may be imported by: every tail of its path that is made
+    of identifiers (`src/pkg/mod.py`: `mod`, `pkg.mod`, `src.pkg.mod`)."""
+    parts = rel.rsplit(".", 1)[0].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    keys: list[str] = []
+    for i in range(len(parts) - 1, -1, -1):
+        if not parts[i].isidentifier():
+            break
+        keys.append(".".join(parts[i:]))
+    return keys
+
+
+def _join(module: str, name: str) -> str:
+    return module + name if module.endswith(".") else f"{module}.{name}"
+
+
+class Resolver:
+    def __init__(self, files: Mapping[str, IndexedFile], modules: Mapping[str, list[str]]):
+        self.files = files
+        self.modules = modules  # Python: dotted name -> files that name may mean
+
+    # --- queries -------------------------------------------------------------------------------
+    def definitions_for(self, file: IndexedFile, names: Iterable[str]) -> list[Definition]:
+        out: dict[tuple[str, int], Definition] = {}
+        for name in names:
+            found = self.name(file, name)
+            if found is not None:
+                out.setdefault((found.path, found.line), found)
+        return list(out.values())
+
+    def class_bases(self, file: IndexedFile, line: int) -> list[Definition]:
+        spans = [c for c in file.outline.classes if c.start <= line <= c.end]
+        if not spans:
+            return []
+        innermost = min(spans, key=lambda c: c.end - c.start)
+        names = [m.group(0) for b in innermost.bases if (m := _NAME.match(b))]
+        out: dict[tuple[str, int], Definition] = {}
+        for name in names:
+            found = self.name(file, name) or file.by_name.get(name)  # a class of the same file
+            if found is not None and found.kind in ("class", "interface"):
+                out.setdefault((found.path, found.line), found)
+        return list(out.values())
+
+    def name(self, file: IndexedFile, dotted: str) -> Definition | None:
+        """What `dotted` (`A`, `m.A`, `pkg.mod.A`) names through the imports of `file`; the
+        first definition on the way (`Model.objects` is `Model`)."""
+        head, *rest = dotted.split(".")
+        for binding in self._bindings(file.outline, head):
+            if binding.name is None and file.python:
+                # A module: `import pkg` then `pkg.mod.A`: the longest prefix that is a module
+                # of the workspace (namespace packages have no file of their own to look in).
+                for k in range(len(rest), -1, -1):
+                    target = self.python_module(file, ".".join([binding.module, *rest[:k]]))
+                    if target is not None:
+                        found = self._attributes(target, rest[k:])
+                        if found is not None:
+                            return found
+                continue
+            resolved = self.binding(file, binding, 0)
+            if isinstance(resolved, Definition):
+                return resolved
+            if resolved is not None:
+                found = self._attributes(resolved, rest)
+                if found is not None:
+                    return found
+        for star in self._bindings(file.outline, "*"):
+            target = self.module(file, star.module)
+            if target is not None:
+                found = self._attributes(target, [head, *rest])
+                if found is not None:
+                    return found
+        return None
+
+    # --- modules -------------------------------------------------------------------------------
+    def module(self, importer: IndexedFile, spec: str) -> IndexedFile | None:
+        if importer.python:
+            return self.python_module(importer, spec)
+        return self.js_module(importer, spec)
+
+    def python_module(self, importer: IndexedFile, module: str) -> IndexedFile | None:
+        if module.startswith("."):
+            level = len(module) - len(module.lstrip("."))
+            base = os.path.dirname(importer.path)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            rest = module[level:]
+            return self._python_file_at(os.path.join(base, *rest.split(".")) if rest else base)
+        candidates = self.modules.get(module)
+        if not candidates:
+            return None
+        return self.files[min(candidates, key=lambda p: self._preference(p, module, importer))]
+
+    def _preference(self, path: str, module: str, importer: IndexedFile) -> tuple[object, ...]:
+        file = self.files[path]
+        shared = os.path.commonpath([path, importer.path])
+        return (
+            file.module != module,
+            file.root != importer.root,
+            -len(shared),
+            path.endswith(".pyi"),  # the source (with docstrings) before a stub
+            len(path),
+            path,
+        )
+
+    def _python_file_at(self, base: str) -> IndexedFile | None:
+        for candidate in (
+            base + ".py",
+            os.path.join(base, "__init__.py"),
+            base + ".pyi",
+            os.path.join(base, "__init__.pyi"),
+        ):
+            if candidate in self.files:
+                return self.files[candidate]
+        return None
+
+    def js_module(self, importer: IndexedFile, spec: str) -> IndexedFile | None:
+        if not spec.startswith("."):
+            return None
+        base = os.path.normpath(os.path.join(os.path.dirname(importer.path), spec))
+        stem, suffix = os.path.splitext(base)
+        candidates = [base, *(stem + s for s in _JS_TO_TS.get(suffix, ()))]
+        candidates += [base + s for s in (*JS_SUFFIXES, ".d.ts")]
+        candidates += [os.path.join(base, "index" + s) for s in JS_SUFFIXES]
+        return next((self.files[c] for c in candidates if c in self.files), None)
+
+    # --- names in a module ---------------------------------------------------------------------
+    def binding(self, file: IndexedFile, binding: Binding, hops: int) -> Found:
+        target = self.module(file, binding.module)
+        if binding.name is None:
+            return target
+        if target is not None:
+            found = self.lookup(target, binding.name, hops + 1)
+            if found is not None:
+                return found
+        if file.python:  # `from pkg import mod`, pkg a namespace package (no __init__ to read)
+            return self.python_module(file, _join(binding.module, binding.name))
+        return None
+
+    def lookup(self, module: IndexedFile, name: str, hops: int) -> Found:
+        """`name` in `module`: its definition, what it imports under that name (a re-export), a
+        submodule of a package, or what a star import brings."""
+        if hops > MAX_HOPS:
+            return None
+        found = module.by_name.get(name)
+        if found is not None:
+            return found
+        for alias, local in module.outline.aliases:  # export { local as name }
+            if alias == name and local != name:
+                return self.lookup(module, local, hops + 1)
+        for binding in self._bindings(module.outline, name):
+            resolved = self.binding(module, binding, hops)
+            if resolved is not None:
+                return resolved
+        if module.python and module.package:
+            submodule = self._python_file_at(os.path.join(os.path.dirname(module.path), name))
+            if submodule is not None:
+                return submodule
+        for star in self._bindings(module.outline, "*"):
+            target = self.module(module, star.module)
+            if target is not None and target is not module:
+                resolved = self.lookup(target, name, hops + 1)
+                if isinstance(resolved, Definition):
+                    return resolved
+        return None
+
+    def _attributes(self, module: IndexedFile, names: Sequence[str]) -> Definition | None:
+        """The definition `a.b.c` names in `module` (the first met on the way); None when it
+        names a module or nothing."""
+        current = module
+        for name in names:
+            found = self.lookup(current, name, 0)
+            if found is None or isinstance(found, Definition):
+                return found
+            current = found
+        return None
+
+    @staticmethod
+    def _bindings(outline: Outline, local: str) -> list[Binding]:
+        return [b for b in outline.bindings if b.local == local]
