@@ -7,20 +7,33 @@ A refactor of the keystroke path should change who calls whom, not what the mode
 drives one `ModelSession` through keystrokes at a series of places in a real file (keystroke,
 background and full requests at each; each keystroke then prefilled, so the KV slots evolve as
 they do in use) and hashes every plan: the prompt's tokens and fields, the slot, what the slot
-holds, the stable boundary. The prefill cost model and the keystroke windows are pinned, so the
-digest does not depend on this machine's speed. Run it with each build's interpreter (as a
-script path, so each imports its own `ghostfim`) and compare the last line.
+holds, the stable boundary (a field of the prompt at its default value counts as absent, so
+builds that add a field can be compared). The prefill cost model and the keystroke windows are
+pinned, so the digest does not depend on this machine's speed. Run it with each build's
+interpreter (as a script path, so each imports its own `ghostfim`) and compare the last line.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def prompt_fields(prompt: Any) -> tuple[tuple[str, Any], ...]:
+    """The prompt's fields, less those at their default: a field a later build adds (say
+    `definition_tokens`, 0 unless the workspace's definitions are in the prompt) leaves the
+    digest of the same plan as it was."""
+    return tuple(
+        (f.name, getattr(prompt, f.name))
+        for f in dataclasses.fields(prompt)
+        if getattr(prompt, f.name) != f.default
+    )
 
 
 def plans_digest(model: str, source: Path) -> tuple[int, str]:
@@ -50,7 +63,8 @@ def plans_digest(model: str, source: Path) -> tuple[int, str]:
                     prefix, after, doc_id="d", mode=mode, max_tokens=0, background=background
                 )
                 p = plan(request)
-                digest.update(repr((p.prompt, p.slot.slot, p.slot.cached, p.stable)).encode())
+                prompt = prompt_fields(p.prompt)
+                digest.update(repr((prompt, p.slot.slot, p.slot.cached, p.stable)).encode())
                 n += 1
             session.complete(
                 CompletionRequest(prefix, after, doc_id="d", mode="keystroke", max_tokens=1)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ghostfim.engine.config import Budgets, BudgetsInEffect
+from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.context.ring import ExtraContext
 from ghostfim.engine.text.stops import Multiline
 from ghostfim.engine.timings import Timings
@@ -66,6 +67,9 @@ class CompletionRequest:
     postprocess: bool = True  # the clean-up rules of engine/text/postprocess.py (off: benchmark)
     # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None
+    # Definitions from the workspace that the code near the cursor uses (engine/context/
+    # definitions.py), for keystroke and full prompts alike; None when `workspaceContext` is off.
+    definitions: DefinitionBlock | None = None
     # Stop generating once the model's own chance of the text so far (the product of its
     # tokens' probabilities) falls below this: what follows is text a user would almost never
     # be shown (the confidence filter's, engine/service/filter.py). 0: never. Remote servers
@@ -103,6 +107,8 @@ class Completion:
     # A draft model wrote the suggestion first and this one checked it (engine/local/drafted.py):
     # the draft's text, and how many of its tokens were kept.
     draft_text: str | None = None
+    # The workspace's definitions the prompt held (workspaceContext), by name.
+    definitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

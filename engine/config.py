@@ -27,11 +27,13 @@ from ghostfim.engine.text.stops import Multiline
 
 BackendKind = Literal["local", "llama-server", "openai", "ollama"]
 FilterMode = Literal["adaptive", "fixed", "off"]
+WorkspaceContextMode = Literal["auto", "off"]
 
 MODEL_SIZES = PRESET_NAMES
 MULTILINE_MODES: tuple[Multiline, ...] = ("auto", "always", "never")
 BACKENDS: tuple[BackendKind, ...] = ("local", "llama-server", "openai", "ollama")
 FILTER_MODES: tuple[FilterMode, ...] = ("adaptive", "fixed", "off")
+WORKSPACE_CONTEXT_MODES: tuple[WorkspaceContextMode, ...] = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,12 @@ class EngineConfig:
     acceptance_stats: bool = True  # keep acceptance statistics on this machine (never sent)
     extra_context: bool = False  # chunks of other files before full prompts (engine/context/)
     extra_context_tokens: int | None = None  # their token budget; None: auto, 0: off
+    # The definitions of the workspace names used near the cursor, before every prompt's prefix
+    # (engine/context/definitions.py, engine/service/workspace.py): "auto" or "off".
+    # Off by default: on the small model it cost more than it gave (docs/benchmarks.md, "The
+    # workspace in the prompt"); "auto" is for models that can use it.
+    workspace_context: WorkspaceContextMode = "off"
+    workspace_context_tokens: int | None = None  # their token budget; None: auto, 0: off
     backend: BackendKind = "local"
     backend_url: str = ""  # empty: the server's default port on 127.0.0.1
     backend_model: str = ""

@@ -47,6 +47,10 @@ PREFIX_ANCHORS_BYTES = 256 * 1024
 # characters are in the ring at once, about 1,000 tokens (40 kB as Python ints) each; 2 MiB
 # holds about 45 such chunks, the ring's and those its last changes replaced.
 CONTEXT_TOKENS_BYTES = 2 * MIB
+# Tokens of the workspace's definitions (`workspaceContext`, engine/prompt/definitions.py): a
+# block of at most 512 tokens (2 kB as Python ints, with its text) per place the user types at,
+# and each entry's count; 1 MiB holds a few hundred blocks.
+DEFINITION_TOKENS_BYTES = 1 * MIB
 # Suggestions kept for typed-through reuse: the text, and the marks (a tuple per token) the
 # confidence rule reads. A 64-token suggestion (the default maxTokens) is about 9 kB; 5 MiB
 # holds the 512 suggestions it held by count even when each is that long, and thousands of

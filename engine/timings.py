@@ -19,6 +19,7 @@ class Timings:
     total_ms: float = 0.0
     suffix_tokens: int = 0  # suffix tokens the prompt held (budgeted per keystroke)
     extra_tokens: int = 0  # tokens of context from other files before the prefix
+    definition_tokens: int = 0  # tokens of the workspace's definitions (workspaceContext)
     network_ms: float = 0.0  # remote backends: request sent -> response headers (0: local)
     draft_ms: float = 0.0  # a draft model's own suggestion, before this one checked it
     draft_tokens: int = 0  # tokens the draft proposed

@@ -73,6 +73,10 @@ MAX_BLOCK_LINES = 8
 AUTO_PREFILL_MS = 3000.0
 AUTO_MAX_TOKENS = 1024
 
+# --- the workspace's definitions (engine/prompt/definitions.py) ------------------------------
+DEFINITIONS_AUTO_PREFILL_MS = 1000.0
+DEFINITIONS_AUTO_MAX_TOKENS = 512
+
 
 @dataclass(frozen=True)
 class Tuned:
@@ -319,4 +323,16 @@ TABLE: tuple[Tuned, ...] = (
         "by hand: a pause's worth",
     ),
     Tuned("AUTO_MAX_TOKENS", "tokens", "... at most this many", "by hand"),
+    Tuned(
+        "DEFINITIONS_AUTO_PREFILL_MS",
+        "ms",
+        "workspaceContextTokens 'auto': what a cold prefill decodes in this long",
+        "by hand: the block is prefilled at a pause or a new place, once",
+    ),
+    Tuned(
+        "DEFINITIONS_AUTO_MAX_TOKENS",
+        "tokens",
+        "... at most this many",
+        "bench/context_layout.py (budget comparison)",
+    ),
 )

@@ -31,6 +31,7 @@ from ghostfim.lsp.textsync import (
     encoding_name,
     register_debug_features,
 )
+from ghostfim.lsp.watching import file_changes, watch_workspace_files
 from ghostfim.lsp.wire import ACCEPTED_COMMAND, LspEvents, accept_command, status_json
 
 log = logging.getLogger("ghostfim.server")
@@ -76,6 +77,7 @@ class GhostfimServer(GuardedServer):
         self.events = LspEvents(self)
         self.service = CompletionService(self.events)
         self._init_problems: list[str] = []
+        self.watcher: asyncio.Future[None] | None = None  # lsp/watching.py
         self._unanswered: set[str] = set()  # requests to the editor that timed out, told once
         self.log_handler = LspLogHandler(self)
 
@@ -84,6 +86,9 @@ class GhostfimServer(GuardedServer):
         protocol = self.protocol
         assert isinstance(protocol, GuardedProtocol)
         return await protocol.ask(method, params, CLIENT_ANSWER_S)
+
+    def rescan_workspace(self) -> None:
+        self.service.workspace.rescan()
 
     def client_did_not_answer(self, method: str) -> None:
         """A request to the editor timed out: say so once per method (the settings, or the
@@ -148,6 +153,13 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
                 types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
             )
         ls.ensure_model()  # in the background: initialize never waits for a model
+        ls.watcher = asyncio.ensure_future(watch_workspace_files(ls))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(
+        ls: GhostfimServer, params: types.DidChangeWatchedFilesParams
+    ) -> None:
+        ls.service.files_changed(file_changes(params))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -286,6 +298,8 @@ def build_server(default_model: str | None = None) -> GhostfimServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: GhostfimServer, _params: Any = None) -> None:
+        if ls.watcher is not None:
+            ls.watcher.cancel()
         await ls.service.shutdown()
 
     return server

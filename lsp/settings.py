@@ -21,6 +21,7 @@ from ghostfim.engine.config import (
     FILTER_MODES,
     MODEL_SIZES,
     MULTILINE_MODES,
+    WORKSPACE_CONTEXT_MODES,
     EngineConfig,
 )
 from ghostfim.engine.secrets import BackendUrlError, check_backend_url, redact_url
@@ -136,6 +137,8 @@ KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "acceptanceStats": ("acceptance_stats", _bool),
     "extraContext": ("extra_context", _bool),
     "extraContextTokens": ("extra_context_tokens", IntRange(0, 16_384, auto=True)),
+    "workspaceContext": ("workspace_context", _choice(WORKSPACE_CONTEXT_MODES)),
+    "workspaceContextTokens": ("workspace_context_tokens", IntRange(0, 16_384, auto=True)),
     "backend": ("backend", _choice(BACKENDS)),
     "backendUrl": ("backend_url", _backend_url),
     "backendModel": ("backend_model", _str),
@@ -145,7 +148,11 @@ KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "kvSnapshotMb": ("kv_snapshot_mb", IntRange(0, 65_536)),
     "maxDocumentMb": ("max_document_mb", NumberRange(0.01, 4096)),
 }
-AUTO_FIELDS = ("debounce_ms", "extra_context_tokens")  # None is written "auto"
+AUTO_FIELDS = (
+    "debounce_ms",
+    "extra_context_tokens",
+    "workspace_context_tokens",
+)  # None is written "auto"
 
 # --- workspace trust --------------------------------------------------------------------------
 # Every setting is classified here, once: a repository the user merely opened must not choose
@@ -194,6 +201,9 @@ NOT_TRUST_SENSITIVE: dict[str, str] = {
     "extraContext": "text of documents open in this window, sent only where the user's own "
     "backend settings (restricted) already send the file being typed in",
     "extraContextTokens": "how much of that text",
+    "workspaceContext": "signatures from the workspace's own files (read, never run or "
+    "imported), sent only where the user's own backend settings already send the file",
+    "workspaceContextTokens": "how much of them",
     "kvSnapshotMb": "a memory budget that only the user's own editing fills",
     "maxDocumentMb": "which open documents get context picks: none past this size",
     "trace.server": "an LSP log in the editor's own output channel",

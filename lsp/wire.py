@@ -68,6 +68,8 @@ def stats_json(s: RequestStats) -> dict[str, Any]:
         "generatedTokens": s.generated_tokens,
         "networkMs": _ms(s.network_ms),
         "extraTokens": s.extra_tokens,
+        "definitionTokens": s.definition_tokens,
+        "definitions": list(s.definitions),
         "suffixCut": s.suffix_cut,
         "stopReason": s.stop_reason,
         "model": s.model,
@@ -208,6 +210,26 @@ def status_json(s: ServiceStatus) -> dict[str, Any]:
         "budgets": budgets_json(s.budgets),
         "savedCpuMs": round(s.saved_cpu_ms, 1),
         "memory": memory_json(s.memory),
+        "workspace": workspace_json(s),
+    }
+
+
+def workspace_json(s: ServiceStatus) -> dict[str, Any] | None:
+    """The workspace index (`state`: off, indexing, ready, capped) and the definitions the last
+    request selected (those that fit its budget are in its `recent` entry's `definitions`)."""
+    w = s.workspace
+    if w is None:
+        return None
+    block = s.definitions
+    return {
+        "state": w.state,
+        "files": w.files,
+        "definitions": w.definitions,
+        "bytes": w.bytes,
+        "indexMs": w.index_ms,
+        "lastRequest": None
+        if block is None
+        else [{"name": e.name, "file": e.file} for e in block.entries],
     }
 
 

@@ -196,7 +196,7 @@ class WorkspaceIndex:
 
     def usage(self) -> CacheUsage:
         with self._lock:
-            return CacheUsage("workspace index", self._held_bytes, self.limits.memory_bytes)
+            return CacheUsage("workspaceIndex", self._held_bytes, self.limits.memory_bytes)
 
     def paths(self) -> list[str]:
         """The files the index holds, sorted."""

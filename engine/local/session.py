@@ -57,11 +57,13 @@ from ghostfim.engine.local.decode import (
     speculative_decode,
 )
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
+from ghostfim.engine.local.parts import prompt_parts
 from ghostfim.engine.local.plan import Planner, PromptPlan, Windows
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.memory import CacheUsage
-from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts, fit_budgets
+from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
+from ghostfim.engine.prompt.definitions import DefinitionTokens
 from ghostfim.engine.prompt.fim import FimTemplate, detect_template
 from ghostfim.engine.text.finish import finish, stop_policy, streaming
 from ghostfim.engine.timings import Timings
@@ -108,6 +110,9 @@ class ModelSession:
         )
         self.slots = KvSlots(model.n_ctx, budgets.snapshot_bytes)
         self.extra = ExtraContextBuilder(self.tokenize, self.template)  # other files' chunks
+        self.definitions = DefinitionTokens(
+            self.tokenize, self.template.context_style
+        )  # the workspace's definitions
         # The vocabulary as Python data (each token's bytes, the end tokens, token healing's
         # index): the decode loop looks tokens up instead of calling llama.cpp per token.
         self.vocab = VocabIndex(model.n_vocab, model.token_piece, model.is_eog)
@@ -219,6 +224,7 @@ class ModelSession:
         timings.prompt_ms = (time.perf_counter() - start) * 1000
         timings.suffix_tokens = prompt.suffix_tokens
         timings.extra_tokens = prompt.extra_tokens
+        timings.definition_tokens = prompt.definition_tokens
         ctx, policy = stop_policy(request)
 
         def done(decoded: Decoded) -> Completion:
@@ -236,7 +242,14 @@ class ModelSession:
                 decoded.reason,
                 timings.total_ms,
             )
-            return finish(
+            fitted = self.definitions.last if prompt.definition_tokens else None
+            if fitted is not None:
+                log.debug(
+                    "definitions: %d tokens: %s",
+                    prompt.definition_tokens,
+                    ", ".join(f"{e.file}:{e.name}" for e in fitted.entries),
+                )
+            completion = finish(
                 request,
                 ctx,
                 decoded.text,
@@ -248,6 +261,9 @@ class ModelSession:
                 token_ends=tuple(decoded.ends),
                 token_ids=tuple(decoded.ids),
             )
+            if fitted is not None:
+                completion.definitions = fitted.names
+            return completion
 
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens
             return done(Decoded(reason="empty_prompt"))
@@ -289,7 +305,7 @@ class ModelSession:
         """The prompt's parts for each window the plan chooses among, tokenized here
         (engine/prompt/builder.py; a full prompt's context from other files too), then the
         pure plan: which prompt, in which slot (engine/local/plan.py)."""
-        parts = prompt_parts(self.builder, self.extra, self.planner, request)
+        parts = prompt_parts(self.builder, self.extra, self.planner, request, self.definitions)
         return self.planner.plan(request, parts)
 
     # --- phase 2: prefill -------------------------------------------------------------------
@@ -412,25 +428,15 @@ class ModelSession:
     def caches(self) -> tuple[CacheUsage, ...]:
         """What this model keeps beyond its weights and KV cells, against each limit
         (engine/memory.py); read from the event loop, so only sizes kept as they change."""
-        return (*self.builder.caches(), *self.extra.caches(), self.slots.usage())
+        return (
+            *self.builder.caches(),
+            *self.extra.caches(),
+            *self.definitions.caches(),
+            self.slots.usage(),
+        )
 
     def kv_status(self) -> KvStatus | None:
         return self.slots.status()
-
-
-def prompt_parts(
-    builder: PromptBuilder, extra: ExtraContextBuilder, planner: Planner, request: CompletionRequest
-) -> list[PromptParts]:
-    """The request's prompt parts, one per window of `planner.windows_for`, tokenized; a full
-    prompt's with the context from other files before its prefix."""
-    r = request
-    parts = [
-        builder.parts(r.doc_id, r.prefix, r.suffix, r.line, window)
-        for window in planner.windows_for(r)
-    ]
-    if r.mode == "full":
-        parts[0] = extra.apply(parts[0], r.extra_context, planner.cost, planner.extra_room)
-    return parts
 
 
 # --- the KV cells: changed here, recorded in engine/local/kvslots.py -------------------------

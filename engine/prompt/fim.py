@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ghostfim.engine.context.definitions import ContextStyle
+
 Layout = Literal["psm", "spm", "prefix"]
 
 
@@ -37,6 +39,11 @@ class FimFamily:
     text_pre: str | None = None
     text_suf: str | None = None
     text_mid: str | None = None
+    # How the workspace's definitions read in a prompt (engine/context/definitions.py): chosen
+    # by measurement (bench/context_layout.py, docs/benchmarks.md "The workspace in the prompt").
+    # Qwen2.5-Coder Instruct, small: "repo" (its repository-level layout) was the worst of all,
+    # "comment" no worse than none; the others are unmeasured and take the same.
+    context_style: ContextStyle = "comment"
 
     def prompt(self, prefix: str, suffix: str) -> str:
         """The prompt as text (for servers that take a string)."""
@@ -147,6 +154,7 @@ class FimTemplate:
     file_sep: int = -1
     # Repository-name token that opens repository-level context (Qwen's <|repo_name|>), -1 if none.
     repo: int = -1
+    context_style: ContextStyle = "comment"  # the family's (FimFamily.context_style)
 
     @property
     def uses_suffix(self) -> bool:
@@ -209,6 +217,7 @@ def detect_template(
         stop_tokens=frozenset(i for i in stops if i >= 0),
         file_sep=sep,
         repo=ids.get("fim_rep", -1) if sep >= 0 else -1,
+        context_style=family.context_style,
     )
 
 

@@ -11,6 +11,10 @@ each server's protocol is a subclass in engine/remote/servers.py:
     openai        POST /v1/completions    a FIM prompt built here from the family's token texts
     ollama        POST /api/generate      raw FIM prompt (known family) or prompt + suffix
 
+The workspace's definitions (CompletionRequest.definitions, engine/context/definitions.py) go
+into every request, keystroke and full alike, laid out as one setting says (`place_definitions`):
+by default as comments at the top of the prefix text, as the local backend does.
+
 Every request streams. Each streamed piece is checked against
 `ghostfim.engine.text.stops.StopPolicy`; when a stop rule fires (or the request is cancelled) the
 response is closed at once, and the server, seeing the connection drop, stops generating: that
@@ -29,9 +33,10 @@ import json
 import logging
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -46,12 +51,14 @@ from ghostfim.engine.backend import (
     OnText,
 )
 from ghostfim.engine.config import Budgets, BudgetsInEffect
+from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.prompt.builder import PromptBuilder
-from ghostfim.engine.prompt.fim import FimTemplate, family_for_name
+from ghostfim.engine.prompt.fim import FimFamily, FimTemplate, family_for_name
 from ghostfim.engine.remote.config import (
     DEFAULT_URLS,
     RemoteBackendError,
     RemoteConfig,
+    RemoteContextStyle,
     RemoteKind,
     RemoteTimeout,
     RemoteUnavailable,
@@ -73,6 +80,7 @@ from ghostfim.engine.remote.stream import (
     sse_payload,
 )
 from ghostfim.engine.text.finish import finish, stop_policy, streaming
+from ghostfim.engine.tuning import DEFINITIONS_AUTO_MAX_TOKENS
 
 log = logging.getLogger("ghostfim.remote")
 
@@ -86,6 +94,53 @@ __all__ = [
 ]
 
 
+# --- the workspace's definitions in a request ----------------------------------------------
+# Where a request's definitions go:
+#   "comment"      DefinitionBlock.comment_text() at the top of the prefix text (after the FIM
+#                  prefix token where ghostfim writes the FIM text; the top of /infill's
+#                  input_prefix; the top of Ollama's `prompt` when Ollama applies the template)
+#   "input_extra"  llama-server's input_extra, {"filename", "text"} per file: the server lays
+#                  them out in its model's repository-level form
+#   "file_sep"     `<file_sep>file\nstubs\n` per file, then `<file_sep>name\n` naming the
+#                  document, before the FIM prompt: the family's repository-level layout
+Placement = Literal["comment", "input_extra", "file_sep"]
+
+
+def place_definitions(style: RemoteContextStyle, *, takes_files: bool, file_sep: str) -> Placement:
+    """Where the definitions go, from one value, `style` (RemoteConfig.style). "comment": as
+    comments, whatever the protocol. "repo": the repository-level layout, which is input_extra
+    for a server that takes files (`takes_files`: llama-server), the family's file separator
+    layout where ghostfim writes the FIM text of a family that has one (`file_sep`, its text),
+    and otherwise "comment" after all (a family without a file separator has no such layout)."""
+    if style == "repo" and takes_files:
+        return "input_extra"
+    if style == "repo" and file_sep:
+        return "file_sep"
+    return "comment"
+
+
+@dataclass(frozen=True)
+class RemotePrompt:
+    """What a request's body is built from."""
+
+    prefix: str  # the text before the cursor (the prefix window), comment block at its top
+    suffix: str
+    head: str = ""  # before the FIM prompt: the definitions as repository-level files
+    files: tuple[tuple[str, str], ...] = ()  # the definitions as (file, stubs): input_extra
+
+    def fim_text(self, fim: FimFamily) -> str:
+        """The prompt as text, for the protocols where ghostfim writes it."""
+        return self.head + fim.prompt(self.prefix, self.suffix)
+
+
+def repo_text(file_sep: str, files: list[tuple[str, str]], doc_id: str) -> str:
+    """The definitions' files in a family's repository-level layout: each file after the
+    separator and its name, then the separator and the document's own file name (the prompt's
+    file; its name alone, since a request carries no workspace-relative path)."""
+    name = PurePosixPath(unquote(urlsplit(doc_id).path)).name or "file"
+    return "".join(f"{file_sep}{f}\n{text}\n" for f, text in files) + f"{file_sep}{name}\n"
+
+
 # --- the backends ---------------------------------------------------------------------------
 class RemoteBackend:
     """What the three protocols share: prompt text, streaming, cancel, timeouts, errors."""
@@ -94,6 +149,7 @@ class RemoteBackend:
     endpoint: ClassVar[str]
     sse: ClassVar[bool] = True  # server-sent events; False: one JSON object a line (Ollama)
     event_keys: ClassVar[tuple[str, ...]] = ()  # an event has at least one of these
+    takes_files: ClassVar[bool] = False  # the request can carry other files (input_extra)
 
     def __init__(self, config: RemoteConfig) -> None:
         # A URL with no scheme, or a key about to go over plain HTTP to another machine,
@@ -199,7 +255,8 @@ class RemoteBackend:
             await self._identify()
         start = time.perf_counter()
         prefix, suffix, suffix_tokens = self._prompt_text(request)
-        body = self._body(prefix, suffix, request.max_tokens)
+        prompt = self._with_definitions(prefix, suffix, request)
+        body = self._body(prompt, request.max_tokens)
         run.timings.suffix_tokens = suffix_tokens
         run.timings.prompt_ms = (time.perf_counter() - start) * 1000
         run.stop_texts = self.fim.stops
@@ -213,6 +270,31 @@ class RemoteBackend:
             return prefix, "", 0
         units, counts = self.builder.suffix_units(request.suffix)
         return prefix, "".join(units), sum(counts)
+
+    def _with_definitions(
+        self, prefix: str, suffix: str, request: CompletionRequest
+    ) -> RemotePrompt:
+        """The prompt with the request's definitions where `place_definitions` puts them (the
+        block sits before the whole prefix window, so it costs the server's prefix cache
+        nothing while it stays the same). No definitions: the prompt as it always was."""
+        block: DefinitionBlock | None = request.definitions
+        if block:
+            # "auto" on a server: its most (a server's prefill is a GPU's, or not ours to time).
+            budget = DEFINITIONS_AUTO_MAX_TOKENS if block.budget is None else block.budget
+            block = block.fit(budget, lambda text: len(self.builder.tokenize(text)))
+        if not block:
+            return RemotePrompt(prefix, suffix)
+        file_sep = self.fim.file_sep if self._sends_fim_text() else ""
+        where = place_definitions(
+            self.config.style, takes_files=self.takes_files, file_sep=file_sep
+        )
+        if where == "input_extra":
+            return RemotePrompt(prefix, suffix, files=tuple(block.files()))
+        if where == "file_sep":
+            return RemotePrompt(
+                prefix, suffix, head=repo_text(file_sep, block.files(), request.doc_id)
+            )
+        return RemotePrompt(block.comment_text() + prefix, suffix)
 
     def _uses_suffix(self) -> bool:
         return not (self.fim.layout == "prefix" and self._sends_fim_text())
@@ -432,7 +514,7 @@ class RemoteBackend:
     async def _identify(self) -> None:
         raise NotImplementedError
 
-    def _body(self, prefix: str, suffix: str, max_tokens: int) -> dict[str, Any]:
+    def _body(self, prompt: RemotePrompt, max_tokens: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def _parse(self, data: dict[str, Any]) -> StreamEvent:

@@ -14,6 +14,14 @@ from ghostfim.engine.secrets import check_backend_url, redact_url, sends_in_clea
 
 RemoteKind = Literal["llama-server", "openai", "ollama"]
 
+# How a request's workspace definitions (CompletionRequest.definitions) reach the model
+# (engine/remote/backends.py `place_definitions`): "comment", as comments at the top of the
+# prefix text, or "repo", the model's repository-level layout. "comment" is the default for
+# every protocol: on the Instruct models ghostfim fetches it helped where the repository-level
+# layout hurt (issue 31). RemoteConfig.context_style None reads this when a request is built.
+RemoteContextStyle = Literal["comment", "repo"]
+DEFAULT_CONTEXT_STYLE: RemoteContextStyle = "comment"
+
 # Each server's own default port on this machine (what its docs start it with).
 DEFAULT_URLS: dict[str, str] = {
     "llama-server": "http://127.0.0.1:8080",
@@ -49,6 +57,7 @@ class RemoteConfig:
     timeout_ms: float = DEFAULTS.backend_timeout_ms
     allow_insecure: bool = DEFAULTS.backend_allow_insecure
     budgets: Budgets = DEFAULT_BUDGETS
+    context_style: RemoteContextStyle | None = None  # None: DEFAULT_CONTEXT_STYLE
 
     @classmethod
     def of(cls, spec: BackendSpec) -> RemoteConfig:
@@ -106,6 +115,11 @@ class RemoteConfig:
     @property
     def timeout_s(self) -> float:
         return self.timeout_ms / 1000.0
+
+    @property
+    def style(self) -> RemoteContextStyle:
+        """The definitions' layout in effect: context_style, else the module's default."""
+        return self.context_style or DEFAULT_CONTEXT_STYLE
 
 
 # --- token counting without a tokenizer ---------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ghostfim.engine.remote.backends import RemoteBackend
+from ghostfim.engine.remote.backends import RemoteBackend, RemotePrompt
 from ghostfim.engine.remote.config import (
     RemoteBackendError,
     RemoteConfig,
@@ -33,6 +33,7 @@ class LlamaServerBackend(RemoteBackend):
     kind = "llama-server"
     endpoint = "/infill"
     event_keys = ("content", "stop", "error")
+    takes_files = True
 
     def _family(self) -> str:
         return "server (/infill)"
@@ -47,13 +48,14 @@ class LlamaServerBackend(RemoteBackend):
         name = str(props.get("model_alias") or props.get("model_path") or self.kind)
         self._identified_as(name, n_ctx or 0)
 
-    def _body(self, prefix: str, suffix: str, max_tokens: int) -> dict[str, Any]:
+    def _body(self, prompt: RemotePrompt, max_tokens: int) -> dict[str, Any]:
         # ghostfim's layout: everything typed goes at the end of input_prefix (quality first,
-        # see engine/prompt/fim.py); `prompt` (text after FIM_MID) stays empty.
+        # see engine/prompt/fim.py); `prompt` (text after FIM_MID) stays empty. Definitions
+        # are at input_prefix's top, or in input_extra ("repo": the server lays them out).
         return {
-            "input_prefix": prefix,
-            "input_suffix": suffix,
-            "input_extra": [],
+            "input_prefix": prompt.prefix,
+            "input_suffix": prompt.suffix,
+            "input_extra": [{"filename": f, "text": text} for f, text in prompt.files],
             "prompt": "",
             "n_predict": max(0, max_tokens),  # 0: evaluate the prompt into the cache only
             "cache_prompt": True,
@@ -99,9 +101,9 @@ class OpenAIBackend(RemoteBackend):
         self.server_model = str(data[0].get("id") or "")
         self._identified_as(self.server_model)
 
-    def _body(self, prefix: str, suffix: str, max_tokens: int) -> dict[str, Any]:
+    def _body(self, prompt: RemotePrompt, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "prompt": self.fim.prompt(prefix, suffix),
+            "prompt": prompt.fim_text(self.fim),
             "max_tokens": max(1, max_tokens),  # a warm-up asks for one token
             "temperature": 0.0,
             "stream": True,
@@ -154,7 +156,7 @@ class OllamaBackend(RemoteBackend):
     async def _identify(self) -> None:
         self._identified_as(self.config.model)
 
-    def _body(self, prefix: str, suffix: str, max_tokens: int) -> dict[str, Any]:
+    def _body(self, prompt: RemotePrompt, max_tokens: int) -> dict[str, Any]:
         options: dict[str, Any] = {
             "num_predict": max(1, max_tokens),
             "temperature": 0.0,
@@ -162,10 +164,10 @@ class OllamaBackend(RemoteBackend):
         }
         body: dict[str, Any] = {"model": self.config.model, "stream": True, "options": options}
         if self._sends_fim_text():
-            body.update(prompt=self.fim.prompt(prefix, suffix), raw=True)
+            body.update(prompt=prompt.fim_text(self.fim), raw=True)
             options["stop"] = list(self.fim.stops)
         else:
-            body.update(prompt=prefix, suffix=suffix)
+            body.update(prompt=prompt.prefix, suffix=prompt.suffix)
         return body
 
     def _parse(self, data: dict[str, Any]) -> StreamEvent:

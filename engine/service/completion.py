@@ -18,7 +18,6 @@ import asyncio
 import time
 from dataclasses import replace
 
-from ghostfim.engine.backend import Completion
 from ghostfim.engine.config import EngineConfig, backend_spec
 from ghostfim.engine.context.feed import ContextFeed
 from ghostfim.engine.memory import KeepsCaches, rss_bytes
@@ -39,11 +38,10 @@ from ghostfim.engine.service.stats import (
     LatencyLog,
     MemoryStatus,
     ServiceStatus,
-    Source,
     WorkCounters,
-    request_stats,
 )
 from ghostfim.engine.service.suggestions import SuggestionCache
+from ghostfim.engine.service.workspace import FileChange, WorkspaceContext
 
 __all__ = ["Answer", "CompletionService", "CursorState", "Events"]
 
@@ -87,7 +85,10 @@ class CompletionService:
         self.acceptance.listeners += [self.local_stats.record, self.filter.learn]
         self.doc_limit = DocumentSizeLimit(self.config.max_document_mb)
         self.context = ContextFeed(skip=self.doc_limit.is_over)
-        self.requests = RequestFactory(lambda: self.config, self.filter, self.context)
+        self.workspace = WorkspaceContext(skip=self.doc_limit.is_over)  # its definitions
+        self.requests = RequestFactory(
+            lambda: self.config, self.filter, self.context, self.workspace
+        )
         self.docs: dict[str, DocumentRecord] = {}
         self.host = BackendHost(_HostEvents(self), self.worker, opener, self._backend_swapped)
         self.followups = FollowUps(self.worker, self.host, self.cache, self.requests)
@@ -121,6 +122,7 @@ class CompletionService:
         self.doc_limit.max_mb = config.max_document_mb
         self.filter.mode = config.filter
         self.local_stats.enabled = config.acceptance_stats
+        self.workspace.set_enabled(config.workspace_context != "off")
         if config.acceptance_stats and not self._stats_read:
             self._stats_read = True  # the adaptive filter starts from the earlier sessions
             self.filter.start_from(self.local_stats.records())
@@ -134,6 +136,7 @@ class CompletionService:
     # --- status --------------------------------------------------------------------------------
     def status(self) -> ServiceStatus:
         host, backend = self.host, self.host.backend
+        caches = backend.caches() if isinstance(backend, KeepsCaches) else ()
         return ServiceStatus(
             state=host.state,
             error=host.error,
@@ -156,18 +159,14 @@ class CompletionService:
             acceptance=replace(self.acceptance.counts),
             budgets=host.budgets,
             saved_cpu_ms=self.refused_before_model * self.latency.expected_job_ms(),
-            memory=self.memory_status(),
-        )
-
-    def memory_status(self) -> MemoryStatus:
-        """Every cache's bytes against its limit (engine/memory.py): the backend's, then the
-        service's."""
-        backend = self.host.backend
-        caches = backend.caches() if isinstance(backend, KeepsCaches) else ()
-        return MemoryStatus(
-            (*caches, self.cache.usage(), self.context.usage()),
-            rss_bytes(),
-            len(self.doc_limit.over),
+            # every cache's bytes against its limit (engine/memory.py): the backend's first
+            memory=MemoryStatus(
+                (*caches, self.cache.usage(), self.context.usage(), self.workspace.usage()),
+                rss_bytes(),
+                len(self.doc_limit.over),
+            ),
+            workspace=self.workspace.status(),
+            definitions=self.workspace.last_block,
         )
 
     def publish_status(self) -> None:
@@ -175,6 +174,7 @@ class CompletionService:
 
     async def shutdown(self) -> None:
         self.followups.stop()
+        self.workspace.stop()
         self.worker.cancel_all()
         await self.host.shutdown()
         self.worker.shutdown()
@@ -210,6 +210,7 @@ class CompletionService:
                 record.job.cancel()
             record.newer.set()  # a request held for it is not wanted any more
         self.context.closed(doc_id)
+        self.workspace.closed(doc_id)
         self.doc_limit.closed(doc_id)
         backend = self.host.backend
         if backend is not None:
@@ -263,18 +264,25 @@ class CompletionService:
             if other is not record:
                 other.supersede_job()
 
-    # --- context from other files (engine/context/feed.py) -------------------------------------
+    # --- context from other files (engine/context/feed.py, engine/service/workspace.py) -------
     def set_workspace_roots(self, roots: list[str]) -> None:
         self.context.set_workspace_roots(roots)
+        self.workspace.set_roots(roots)
 
     def document_opened(self, doc_id: str, text: str) -> None:
         self._doc(doc_id)
         self._measure(doc_id, text)
         self.context.opened(doc_id, text)
+        self.workspace.opened(doc_id, text)
 
     def document_edited(self, doc_id: str, text: str, line: int | None) -> None:
         self._measure(doc_id, text)
         self.context.edited(doc_id, text, line)
+        self.workspace.edited(doc_id, text)
+
+    def files_changed(self, changes: list[FileChange]) -> None:
+        """Files changed on disk (`workspace/didChangeWatchedFiles`): (URI, deleted)."""
+        self.workspace.files_changed(changes)
 
     def _measure(self, doc_id: str, text: str) -> None:
         """Over the size limit, a document gets no context picks (engine/service/doclimit.py);
@@ -285,34 +293,7 @@ class CompletionService:
 
     def document_saved(self, doc_id: str, text: str) -> None:
         self.context.saved(doc_id, text)
+        self.workspace.saved(doc_id)
 
     def client_context(self, text: str, doc_id: str | None = None) -> int:
         return self.context.client_text(text, doc_id)
-
-    # --- stats ---------------------------------------------------------------------------------
-    def publish_stats(
-        self,
-        state: CursorState,
-        source: Source,
-        completion: Completion | None,
-        queue_ms: float,
-        debounce_ms: float,
-        total_ms: float,
-        *,
-        cancelled: bool,
-        reason: str = "",
-    ) -> None:
-        backend = self.host.backend
-        stats = request_stats(
-            state,
-            source=source,
-            completion=completion,
-            queue_ms=queue_ms,
-            debounce_ms=debounce_ms,
-            total_ms=total_ms,
-            cancelled=cancelled,
-            model=backend.info.name if backend else None,
-            reason=reason,
-        )
-        self.latency.recent.append(stats)
-        self.events.stats(stats)

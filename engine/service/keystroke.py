@@ -38,6 +38,7 @@ from ghostfim.engine.service.deadline import answer_deadline_s, hold_limit_s
 from ghostfim.engine.service.documents import Answer, DocJob
 from ghostfim.engine.service.requests import PromptMode
 from ghostfim.engine.service.scheduler import JobDropped, Priority
+from ghostfim.engine.service.stats import Source, request_stats
 from ghostfim.engine.service.suggestions import Suggestion, shown_part
 from ghostfim.engine.text.place import place_of
 
@@ -107,7 +108,7 @@ class Keystroke:
         target = record.screen.typed_through(
             suggestion, self.state, self.place, typed, asked_at=self.arrived
         )
-        self.service.publish_stats(self.state, "cache", None, 0.0, 0.0, 0.0, cancelled=False)
+        self.publish_stats("cache", None, 0.0, 0.0, 0.0, cancelled=False)
         return Answer(suggestion.shown(typed), "cache", target=target)
 
     async def _grown_past(self, suggestion: Suggestion, typed: str) -> bool:
@@ -286,8 +287,7 @@ class Keystroke:
         if record.job is not None and record.job.suggestion is suggestion:
             record.job = None
         total_ms = (time.perf_counter() - self.arrived) * 1000
-        service.publish_stats(
-            self.state,
+        self.publish_stats(
             "model",
             completion,
             queue_ms,
@@ -299,6 +299,31 @@ class Keystroke:
             service.latency.ttft.append(completion.timings.ttft_ms + queue_ms)
             service.latency.total.append(total_ms)
         service.followups.after_job(self.state, record, completion, self.explicit)
+
+    def publish_stats(
+        self,
+        source: Source,
+        completion: Completion | None,
+        queue_ms: float,
+        debounce_ms: float,
+        total_ms: float,
+        *,
+        cancelled: bool,
+    ) -> None:
+        """The request's figures: kept for ghostfim/status, and sent to the editor."""
+        backend = self.service.host.backend
+        stats = request_stats(
+            self.state,
+            source=source,
+            completion=completion,
+            queue_ms=queue_ms,
+            debounce_ms=debounce_ms,
+            total_ms=total_ms,
+            cancelled=cancelled,
+            model=backend.info.name if backend else None,
+        )
+        self.service.latency.recent.append(stats)
+        self.service.events.stats(stats)
 
     def as_item(self, answer: Answer) -> Answer:
         """A non-empty answer is an item on screen: it gets the id its accept will name."""

@@ -10,6 +10,7 @@ service itself.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Literal, Protocol
 
 from ghostfim.engine.backend import CompletionRequest
@@ -17,6 +18,7 @@ from ghostfim.engine.config import EngineConfig
 from ghostfim.engine.context.feed import ContextFeed
 from ghostfim.engine.service.cursor import CursorState
 from ghostfim.engine.service.filter import ConfidenceFilter
+from ghostfim.engine.service.workspace import WorkspaceContext
 from ghostfim.engine.text.confidence import Confidence
 from ghostfim.engine.text.place import Place, place_of
 
@@ -48,10 +50,12 @@ class RequestFactory:
         config: Callable[[], EngineConfig],
         confidence: ConfidenceFilter,
         context: ContextFeed,
+        workspace: WorkspaceContext | None = None,
     ) -> None:
         self._config = config
         self._filter = confidence
         self._context = context
+        self._workspace = workspace
 
     def rule_for(
         self, state: CursorState, explicit: bool = False, place: Place | None = None
@@ -70,11 +74,16 @@ class RequestFactory:
         explicit: bool = False,
     ) -> CompletionRequest:
         """A keystroke prompt (bounded prefill) or a full one (with the context from other
-        files, when it is on)."""
+        files, when it is on); either with the workspace's definitions, when they are on."""
         c = self._config()
         extra = None
         if mode == "full":
             extra = self._context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
+        definitions = None
+        if self._workspace is not None and c.workspace_context_tokens != 0:
+            definitions = self._workspace.block_for(state, full=mode == "full")
+            if definitions is not None and definitions.budget != c.workspace_context_tokens:
+                definitions = replace(definitions, budget=c.workspace_context_tokens)
         return CompletionRequest(
             prefix=state.prefix,
             suffix=state.suffix,
@@ -85,5 +94,6 @@ class RequestFactory:
             multiline=c.multiline,
             postprocess=c.postprocess,
             extra_context=extra,
+            definitions=definitions,
             give_up_below=self._filter.give_up_below(explicit),
         )

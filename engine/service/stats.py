@@ -13,6 +13,8 @@ from typing import Literal
 
 from ghostfim.engine.backend import Completion, KvStatus, ModelInfo
 from ghostfim.engine.config import BudgetsInEffect
+from ghostfim.engine.context.definitions import DefinitionBlock
+from ghostfim.engine.context.index import IndexStatus
 from ghostfim.engine.context.ring import RingStatus
 from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.service.acceptance import Counts
@@ -43,6 +45,7 @@ class RequestStats:
     generated_tokens: int
     network_ms: float  # remote backends: request sent -> response headers
     extra_tokens: int  # context from other files
+    definition_tokens: int  # the workspace's definitions (workspaceContext)
     suffix_cut: bool  # the prompt held less suffix than a full prompt (a CPU keystroke)
     model: str | None
     reason: str = ""  # why no model work ran (source "none"): the rule that stopped it
@@ -51,6 +54,7 @@ class RequestStats:
     draft_ms: float = 0.0  # a draft model's own suggestion, before the target checked it
     draft_tokens: int = 0  # tokens the draft proposed, and those the target kept
     draft_accepted: int = 0
+    definitions: tuple[str, ...] = ()  # the workspace's definitions the prompt held, by name
 
 
 def request_stats(
@@ -83,6 +87,8 @@ def request_stats(
         generated_tokens=t.decode_tokens if t else 0,
         network_ms=t.network_ms if t else 0.0,
         extra_tokens=t.extra_tokens if t else 0,
+        definition_tokens=t.definition_tokens if t else 0,
+        definitions=completion.definitions if completion is not None else (),
         suffix_cut=bool(completion.suffix_cut) if completion is not None else False,
         model=model,
         reason=reason,
@@ -167,3 +173,5 @@ class ServiceStatus:
     budgets: BudgetsInEffect | None
     saved_cpu_ms: float = 0.0  # model work the rules before the model spared (estimated)
     memory: MemoryStatus | None = None
+    workspace: IndexStatus | None = None  # the workspace index (workspaceContext)
+    definitions: DefinitionBlock | None = None  # the last request's, as selected

@@ -5,7 +5,8 @@ The workspace holds files that run code if Python imports or executes them from 
 directory (a `pip/` package, `sitecustomize.py`, a `llama_cpp/` package, the hub client) and
 an `nvidia-smi` on a relative PATH entry. The server is started there as VS Code starts it
 (the `ghostfim` script, the workspace as its working directory) and as `python -m` would,
-then asked for a preset that is not downloaded (the fetch runs pip), a draft path into the
+with the repository as its workspace folder (the index reads its files), then asked for a
+preset that is not downloaded (the fetch runs pip), a draft path into the
 workspace, and remote backends whose URLs carry credentials. Every file writes a marker when
 it runs: none may appear, and the word `secret` may appear in nothing the server says, in its
 status, its stderr or its trace file.
@@ -96,10 +97,20 @@ async def test_a_hostile_workspace_runs_nothing_and_sees_no_secret(
 ) -> None:
     repo, markers = hostile_workspace(tmp_path)
     command = [str(SCRIPT), "serve"] if launch == "script" else SERVER
-    local = {"model": {"size": "medium", "draft": str(repo / "draft.gguf")}, "backend": "local"}
-    client = await start(local, env=server_env(tmp_path), cwd=repo, ready=False, command=command)
+    local = {
+        "model": {"size": "medium", "draft": str(repo / "draft.gguf")},
+        "backend": "local",
+        "workspaceContext": "auto",  # the index reads the repository (it is off by default)
+    }
+    client = await start(
+        local, env=server_env(tmp_path), cwd=repo, ready=False, command=command, root=repo
+    )
     statuses: list[dict[str, Any]] = []
     try:
+        # The workspace index reads every source file of the repository: it parses them, it
+        # never runs or imports them.
+        indexed = await wait_for(client, lambda s: s["workspace"]["state"] == "ready", 30)
+        assert indexed["workspace"]["files"] >= 9, indexed["workspace"]
         # The missing preset is fetched (pip runs, and fails: no index) and reported.
         statuses.append(await wait_for(client, lambda s: bool(s.get("error")), timeout=120))
         assert "medium" in statuses[-1]["error"], statuses[-1]

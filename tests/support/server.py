@@ -35,16 +35,20 @@ async def start(
     process_id: int | None = None,
     command: list[str] | None = None,
     cwd: Path | None = None,
+    root: Path | None = None,
+    workspace_capabilities: dict[str, Any] | None = None,
 ) -> LspProcess:
-    """The server, initialized with `options` (TINY when None), ready unless told not to wait."""
+    """The server, initialized with `options` (TINY when None), ready unless told not to wait;
+    `root`: the workspace folder an editor opened."""
     client = await LspProcess.start(command or SERVER, env={**DEBUG_ENV, **(env or {})}, cwd=cwd)
     params = {
         "processId": os.getpid() if process_id is None else process_id,
-        "rootUri": None,
+        "rootUri": None if root is None else root.as_uri(),
         "capabilities": {
             "general": {"positionEncodings": encodings or ["utf-16"]},
             "textDocument": {"inlineCompletion": {}},
             "window": {"workDoneProgress": True},
+            "workspace": workspace_capabilities or {},
         },
         "initializationOptions": TINY if options is None else options,
     }

@@ -22,6 +22,8 @@ export const SERVER_SETTING_KEYS = [
   'acceptanceStats',
   'extraContext',
   'extraContextTokens',
+  'workspaceContext',
+  'workspaceContextTokens',
   'kvSnapshotMb',
   'maxDocumentMb',
   'backend',

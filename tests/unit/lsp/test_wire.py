@@ -47,6 +47,7 @@ def stats(**changes: object) -> RequestStats:
         generated_tokens=5,
         network_ms=0.0,
         extra_tokens=0,
+        definition_tokens=0,
         suffix_cut=False,
         model="small",
     )

@@ -7,6 +7,7 @@ from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.context.extra import ExtraContextBuilder
 from ghostfim.engine.context.ring import ContextChunk, ExtraContext
 from ghostfim.engine.local.kvslots import KEYSTROKE_SLOTS, SLOT_FULL, KvSlots
+from ghostfim.engine.local.parts import prompt_parts
 from ghostfim.engine.local.plan import (
     BACKGROUND_CHUNK_MS,
     FULL_CHUNK_MS,
@@ -18,7 +19,7 @@ from ghostfim.engine.local.plan import (
     PromptPlan,
     Windows,
 )
-from ghostfim.engine.local.session import prepare_slot, prompt_parts
+from ghostfim.engine.local.session import prepare_slot
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts
 from ghostfim.engine.prompt.fim import FimTemplate

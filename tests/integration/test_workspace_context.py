@@ -1,0 +1,92 @@
+"""The workspace in the prompt (issue 31), through the server: the index is built from the
+workspace the editor opened, requests get the definitions their code uses (in the status and
+the request's figures), `workspaceContext: "off"` stops it, file changes reach it, and the
+client is asked to watch files when it can be."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tests.support.server import TINY, complete, configure, open_doc, start, status, wait_for
+
+NET = '''\
+def connect(url: str, *, retries: int = 3) -> "Handle":
+    """Open a handle to url."""
+
+
+class Handle:
+    def send(self, data: bytes) -> int: ...
+'''
+APP = """\
+from net import connect
+
+
+def main():
+    handle = connect("https://example.org")
+    handle.
+"""
+WATCHING = {"didChangeWatchedFiles": {"dynamicRegistration": True}}
+
+
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "app.py").write_text(APP)
+    return tmp_path
+
+
+def ready(s: dict[str, Any]) -> bool:
+    return (s.get("workspace") or {}).get("state") == "ready"
+
+
+async def test_a_request_gets_the_definitions_its_code_uses(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    client = await start(
+        {**TINY, "workspaceContext": "auto"}, root=root, workspace_capabilities=WATCHING
+    )
+    try:
+        indexed = await wait_for(client, ready, timeout=20)
+        assert indexed["workspace"]["files"] == 2 and indexed["workspace"]["definitions"] >= 2
+        assert indexed["memory"]["caches"]["workspaceIndex"]["bytes"] > 0
+        # The client was asked to watch the source files (it can register dynamically).
+        assert "client/registerCapability" in client.server_requests
+
+        uri = (root / "app.py").as_uri()
+        await open_doc(client, uri, APP)
+        await complete(client, uri, 5, 11, trigger=1)
+        s = await status(client)
+        assert [d["name"] for d in s["workspace"]["lastRequest"]] == ["connect"]
+        last = s["recent"][-1]
+        assert last["definitions"] == ["connect"] and last["definitionTokens"] > 10
+
+        # A new file on disk, reported by the editor, is indexed.
+        (root / "extra.py").write_text("def helper() -> None: ...\n")
+        await client.notify(
+            "workspace/didChangeWatchedFiles",
+            {"changes": [{"uri": (root / "extra.py").as_uri(), "type": 1}]},
+        )
+        await wait_for(client, lambda s: s["workspace"]["files"] == 3, timeout=20)
+
+        # Off: the index goes, and requests get nothing from it.
+        await configure(client, {**TINY, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        await complete(client, uri, 5, 11, trigger=1)
+        s = await status(client)
+        assert s["recent"][-1]["definitions"] == [] and s["recent"][-1]["definitionTokens"] == 0
+    finally:
+        assert await client.stop() == 0
+
+
+async def test_without_a_workspace_folder_nothing_is_indexed(tmp_path: Path) -> None:
+    client = await start({**TINY, "workspaceContext": "auto"})
+    try:
+        await asyncio.sleep(0.5)
+        s = await status(client)
+        assert s["workspace"]["state"] == "off" and s["workspace"]["files"] == 0
+        uri = (workspace(tmp_path) / "app.py").as_uri()
+        await open_doc(client, uri, APP)
+        await complete(client, uri, 5, 11, trigger=1)
+        assert (await status(client))["recent"][-1]["definitions"] == []
+    finally:
+        assert await client.stop() == 0
