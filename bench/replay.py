@@ -124,14 +124,19 @@ def summarize(records: list[Record], *, rss_mb: float | None) -> dict[str, Any]:
     }
 
 
-def peak_rss_mb(pid: int) -> float | None:
+def status_mb(pid: int, field: str) -> float | None:
+    """A memory field of /proc/<pid>/status (VmHWM: the peak RSS, VmRSS: the RSS now), in MB."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         return None
     return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    return status_mb(pid, "VmHWM")
 
 
 def cpu_seconds(pid: int, tid: int | None = None) -> float | None:

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.accepting_user import USERS, per_100, user_summary
-from bench.replay import CpuMeter, first_line, peak_rss_mb, server_status, summarize
+from bench.replay import CpuMeter, first_line, peak_rss_mb, server_status, status_mb, summarize
 from bench.traces import (
     END_OF_LINE_PAUSE_MS,
     THINK_RATES,
@@ -298,13 +298,7 @@ def definitions_of(last: Any) -> int | None:
 
 # --- the server -----------------------------------------------------------------------------------
 def vm_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    return status_mb(pid, "VmRSS")
 
 
 @dataclass

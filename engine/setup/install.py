@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from ghostfim.engine import env
-from ghostfim.engine.setup.child import child_env, child_workdir, python_command, which
+from ghostfim.engine.setup.child import (
+    child_env,
+    child_workdir,
+    python_command,
+    run_python,
+    which,
+)
 from ghostfim.engine.setup.llama_step import LlamaStep
 from ghostfim.engine.setup.platforms import SetupError
 from ghostfim.engine.setup.presets import PRESET_NAMES, PRESETS, default_preset, models_dir
@@ -220,16 +226,7 @@ class Setup(LlamaStep):
         code = (
             f"from ghostfim.engine.setup.doctor import _probe_child; _probe_child({str(model)!r})"
         )
-        proc = subprocess.run(
-            python_command(["-c", code]),
-            cwd=child_workdir(),
-            env=child_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
+        proc = run_python(["-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         for line in proc.stderr.splitlines():
             self.log.write(line)
         if proc.returncode < 0:

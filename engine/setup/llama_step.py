@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ghostfim.engine.setup import build_flags
-from ghostfim.engine.setup.child import child_env, child_workdir, python_command, which
+from ghostfim.engine.setup.child import run_python, which
 from ghostfim.engine.setup.platforms import FIXES, SetupError, advice
 from ghostfim.engine.setup.processes import (
     IMPORT_PROBE,
@@ -30,15 +30,8 @@ class LlamaStep(Steps):
     # ----------------------------------------------------------------- 3. llama
 
     def probe_llama(self) -> LlamaState:
-        proc = subprocess.run(
-            python_command(["-c", IMPORT_PROBE]),
-            cwd=child_workdir(),
-            env=child_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
+        proc = run_python(
+            ["-c", IMPORT_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
         )
         if proc.returncode < 0:
             return LlamaState(
