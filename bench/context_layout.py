@@ -19,11 +19,19 @@ Layouts (the context is the block of definitions; a pick whose block is empty ge
 prompt in every layout, decoded once):
 
 - `none`: plain FIM, this file only;
-- `comment`: `block.comment_text()` right after `<|fim_prefix|>`;
+- `comment`: `block.prompt_text()` right after `<|fim_prefix|>`;
 - `repo`: Qwen's repository-level layout, `<|repo_name|>{package}\\n`, then
   `<|file_sep|>{file}\\n{stubs}\\n` per file, then `<|file_sep|>{this file}\\n` and the FIM prompt;
 - `stubs-above`: the stubs as plain code at the top of the prefix (as if written above in this
-  file), each file's under one comment line naming it.
+  file), each file's under one comment line naming it;
+- `snip-comment`, `snip-code`, `stubs+snip`: the `--snippets` windows of the package's files
+  most like the 12 lines before the cursor (engine/context/snippets.py; none from the lines
+  around the pick, which the prompt holds), within `--snippet-budget` tokens: as comments
+  under "Compare this snippet from <file>:" (Copilot's form), as code under a comment naming
+  the file, or as code after the stubs as code.
+
+    python -m bench.context_layout --model small --kinds cross,plain \
+        --layouts none,stubs-above,snip-comment,snip-code,stubs+snip --limit 80
 
 Greedy decoding (llama.cpp through llama_cpp.Llama, token ids built here: the FIM tokens are
 the only ones tokenized as special), up to the first newline or 48 tokens. Scores per pick and
@@ -58,8 +66,11 @@ from ghostfim.engine.context.definitions import (
     fit_block,
     select_definitions,
 )
+from ghostfim.engine.context.snippets import Window, most_similar, query_words, windows_of
 
 LAYOUTS = ("none", "comment", "repo", "stubs-above")
+# Similar code from the workspace (engine/context/snippets.py), alone or after the stubs.
+SNIPPET_LAYOUTS = ("snip-comment", "snip-code", "stubs+snip")
 PREFIX_TOKENS = 512
 SUFFIX_TOKENS = 128
 MAX_NEW_TOKENS = 48
@@ -127,6 +138,19 @@ def stubs_code(block: DefinitionBlock) -> str:
     return "\n".join(parts) + "\n" if parts else ""
 
 
+def snippets_text(snippets: Sequence[tuple[str, str]], mark: str, as_comment: bool) -> str:
+    """(file, lines) snippets: as comments under "Compare this snippet from" (Copilot's form),
+    or as code under a comment naming the file; ends with a blank line."""
+    parts = []
+    for file, body in snippets:
+        if as_comment:
+            lines = "\n".join(f"{mark} {x}".rstrip() for x in body.split("\n"))
+            parts.append(f"{mark} Compare this snippet from {file}:\n{lines}\n")
+        else:
+            parts.append(f"{mark} {file}\n{body}\n")
+    return "\n".join(parts) + "\n" if parts else ""
+
+
 def build_prompt(
     layout: str,
     prefix: str,
@@ -134,14 +158,22 @@ def build_prompt(
     block: DefinitionBlock,
     project: str,
     current: str,
+    snippets: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[Part], list[Part]]:
     """(context parts, FIM parts): the prompt is their concatenation; the context parts are
     what the layout adds to plain FIM (none when the block is empty)."""
     fim_tail = [text(prefix), special("<|fim_suffix|>"), text(suffix), special("<|fim_middle|>")]
+    mark = comment_mark(block.language)
+    if layout in SNIPPET_LAYOUTS:
+        stubs = stubs_code(block) if layout == "stubs+snip" and block else ""
+        extra = snippets_text(snippets, mark, as_comment=layout == "snip-comment")
+        if not (stubs or extra):
+            return [], [special("<|fim_prefix|>"), *fim_tail]
+        return [text(stubs + extra)], [special("<|fim_prefix|>"), *fim_tail]
     if layout == "none" or not block:
         return [], [special("<|fim_prefix|>"), *fim_tail]
     if layout == "comment":
-        return [text(block.comment_text())], [special("<|fim_prefix|>"), *fim_tail]
+        return [text(block.prompt_text())], [special("<|fim_prefix|>"), *fim_tail]
     if layout == "stubs-above":
         return [text(stubs_code(block))], [special("<|fim_prefix|>"), *fim_tail]
     if layout == "repo":
@@ -156,7 +188,7 @@ def build_prompt(
 def assemble(layout: str, context: list[Part], fim: list[Part]) -> list[Part]:
     """The prompt's parts in order: `repo`'s context before everything; `comment`'s and
     `stubs-above`'s after `<|fim_prefix|>` (the top of the prefix)."""
-    if layout in ("comment", "stubs-above") and context:
+    if layout in ("comment", "stubs-above", *SNIPPET_LAYOUTS) and context:
         return [fim[0], *context, *fim[1:]]
     return [*context, *fim]
 
@@ -402,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
         model_path = str(env.cache_dir() / "models" / MODELS[args.model])
     model = Model(model_path)
     indexes: dict[str, WorkspaceIndex] = {}
+    windows: dict[str, list[Window]] = {}
     summary = Summary()
     records: list[dict] = []
     started = time.perf_counter()
@@ -413,6 +446,12 @@ def run(args: argparse.Namespace) -> int:
             index.start([root])
             index.wait(120)
             indexes[folder] = index
+            if any(lay in SNIPPET_LAYOUTS for lay in layouts):
+                windows[folder] = [
+                    w
+                    for f in index.paths()
+                    for w in windows_of(f, Path(f).read_text(encoding="utf-8", errors="replace"))
+                ]
         index = indexes[folder]
         path = str(workspace / pick["file"])
         document = Path(path).read_text(encoding="utf-8")
@@ -426,6 +465,19 @@ def run(args: argparse.Namespace) -> int:
         picked = select_definitions(index, path, document, pick["line"], relative)
         block = fit_block(language_of(path), picked, args.budget, model.count)
         current = relative(path)
+        snippets: list[tuple[str, str]] = []
+        if folder in windows:
+            near = [(path, pick["line"] - 60, pick["line"] + 20)]
+            found = most_similar(
+                query_words(document[:at]), windows[folder], args.snippets, skip=near
+            )
+            used = 0
+            for snip in found:
+                n = model.count(snip.window.text)
+                if used + n > args.snippet_budget:
+                    continue
+                used += n
+                snippets.append((relative(snip.window.path), snip.window.text))
         expected = pick["text"][len(pick["indent"]) :]
         record: dict = {
             "package": pick["package"],
@@ -437,11 +489,17 @@ def run(args: argparse.Namespace) -> int:
             "definitions": list(block.names),
             "candidates": len(picked),
             "used_name_given": any(u[0].split(".")[-1] in block.names for u in pick["uses"]),
+            "snippets": [f for f, _ in snippets],
+            "used_name_in_snippets": any(
+                u[0].split(".")[-1] in body for u in pick["uses"] for _, body in snippets
+            ),
             "layouts": {},
         }
         plain: dict | None = None
         for layout in layouts:
-            context, fim = build_prompt(layout, prefix, suffix, block, pick["package"], current)
+            context, fim = build_prompt(
+                layout, prefix, suffix, block, pick["package"], current, snippets
+            )
             if not context and plain is not None:
                 record["layouts"][layout] = dict(plain, same_as_none=True)
                 summary.add(pick["kind"], layout, Score(**plain["score"]), 0)
@@ -516,6 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", default="cross,plain")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--budget", type=int, default=256, help="tokens for the definitions")
+    ap.add_argument("--snippets", type=int, default=2, help="similar windows at most")
+    ap.add_argument("--snippet-budget", type=int, default=320, help="tokens for the snippets")
     ap.add_argument("--limit", type=int, default=0, help="the first N picks (interleaved)")
     ap.add_argument("--json", default="")
     ap.add_argument("--report", default="", help="print the tables of a run's JSON; no model")

@@ -220,6 +220,18 @@ async def server_status(client: LspProcess) -> dict[str, Any]:
     return status
 
 
+def package_folder(path: Path) -> Path:
+    """The folder an editor would open for a file: a Python file's top package (up while the
+    folder holds an __init__.py), else the file's folder's parent (npm/lib for
+    npm/lib/commands/install.js)."""
+    folder = path.parent
+    if path.suffix == ".py":
+        while (folder.parent / "__init__.py").exists():
+            folder = folder.parent
+        return folder
+    return folder.parent
+
+
 async def run_ghostfim(
     traces: list[Trace],
     model: str,
@@ -228,25 +240,36 @@ async def run_ghostfim(
     *,
     user: str = "none",
     pace: Pace | None = None,
+    workspace: bool = False,
 ) -> Pass:
     """ghostfim over LSP (bench/user_replay.py's GhostfimEditor), a fresh server per pass;
-    `command` runs another build of it (an older checkout's server)."""
+    `command` runs another build of it (an older checkout's server). `workspace`: the files
+    are opened from their real paths, their packages' folders the workspace folders, and the
+    pass waits for the workspace index (20 s at most) before the first key."""
     client = await LspProcess.start(command or [sys.executable, "-m", "ghostfim.lsp.main", "serve"])
+    folders = sorted({package_folder(Path(t.path)) for t in traces}) if workspace else []
     await client.initialize(
         {
             "model": {"size": model}
             if model in {"tiny", "small", "medium", "large"}
             else {"path": model},
             **(settings or {}),  # e.g. a remote backend (docs/teams.md)
-        }
+        },
+        **({"workspace_folders": folders} if folders else {}),
     )
     status = await client.wait_ready()
     if status["state"] != "ready":
         raise RuntimeError(f"ghostfim did not become ready: {status}")
+    for _ in range(200 if folders else 0):
+        if (status.get("workspace") or {}).get("state") != "indexing":
+            break
+        await asyncio.sleep(0.1)
+        status = await server_status(client)
     result = Pass()
     meter = CpuMeter(client.proc.pid)
     for n, trace in enumerate(traces):
-        editor = GhostfimEditor(client, f"file:///bench/{n}/{Path(trace.path).name}")
+        uri = Path(trace.path).as_uri() if folders else f"file:///bench/{n}/{Path(trace.path).name}"
+        editor = GhostfimEditor(client, uri)
         records, reads = await replay_with_user(trace, editor, user, pace)
         result.records += records
         result.reads += reads
@@ -490,7 +513,19 @@ MODEL_SYSTEMS = {
     "ghostfim-medium": {"model": {"size": "medium", "draft": "none"}},
     "ghostfim-medium+small": {"model": {"size": "medium", "draft": "small"}},
 }
-GHOSTFIM_SYSTEMS = ("ghostfim", "ghostfim-off", "ghostfim-baseline", *MODEL_SYSTEMS)
+# ghostfim with the workspace in the prompt on and off (issue 31; use with --workspace, which
+# opens each file from its real path with its package's folder as a workspace folder).
+WORKSPACE_SYSTEMS = {
+    "ghostfim-workspace": {"workspaceContext": "auto"},
+    "ghostfim-noworkspace": {"workspaceContext": "off"},
+}
+GHOSTFIM_SYSTEMS = (
+    "ghostfim",
+    "ghostfim-off",
+    "ghostfim-baseline",
+    *MODEL_SYSTEMS,
+    *WORKSPACE_SYSTEMS,
+)
 SYSTEMS = (*GHOSTFIM_SYSTEMS, "llama-server", "naive")
 
 
@@ -531,9 +566,11 @@ async def run_pass(
     if system == "ghostfim-off":
         settings["filter"] = "off"  # the adaptive filter's setting (unknown to older servers)
         return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
-    if system in MODEL_SYSTEMS:
-        settings.update(MODEL_SYSTEMS[system])
-        return await run_ghostfim(traces, args.model, settings, server, user=user, pace=pace)
+    if system in MODEL_SYSTEMS or system in WORKSPACE_SYSTEMS:
+        settings.update(MODEL_SYSTEMS.get(system) or WORKSPACE_SYSTEMS[system])
+        return await run_ghostfim(
+            traces, args.model, settings, server, user=user, pace=pace, workspace=args.workspace
+        )
     if system == "ghostfim-baseline":
         if not args.baseline_server:
             raise SystemExit("ghostfim-baseline needs --baseline-server 'CMD serve'")
@@ -666,6 +703,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the full report (with every record) here")
+    parser.add_argument(
+        "--workspace",
+        action="store_true",
+        help="ghostfim-workspace and ghostfim-noworkspace open each file from its real path "
+        "with its package's folder as a workspace folder (issue 31)",
+    )
     parser.add_argument(
         "--ghostfim-settings",
         type=json.loads,

@@ -74,7 +74,8 @@ AUTO_PREFILL_MS = 3000.0
 AUTO_MAX_TOKENS = 1024
 
 # --- the workspace's definitions (engine/prompt/definitions.py) ------------------------------
-DEFINITIONS_AUTO_PREFILL_MS = 1000.0
+DEFINITIONS_AUTO_PREFILL_MS = 1500.0
+DEFINITIONS_KEYSTROKE_PREFILL_MS = 500.0
 DEFINITIONS_AUTO_MAX_TOKENS = 512
 
 
@@ -327,7 +328,15 @@ TABLE: tuple[Tuned, ...] = (
         "DEFINITIONS_AUTO_PREFILL_MS",
         "ms",
         "workspaceContextTokens 'auto': what a cold prefill decodes in this long",
-        "by hand: the block is prefilled at a pause or a new place, once",
+        "bench/context_layout.py: two snippets took ~200 tokens (up to 320); the block is "
+        "prefilled at a pause or a new place, and for keystrokes at a lull",
+    ),
+    Tuned(
+        "DEFINITIONS_KEYSTROKE_PREFILL_MS",
+        "ms",
+        "... for keystroke prompts: their block is prefilled at a document's first lull",
+        "bench/workspace_bench.py replay: a 300-token block made the first ghost text after "
+        "opening a file later than the 2 s a user reads (4 of 30 shown, against 30 of 30 off)",
     ),
     Tuned(
         "DEFINITIONS_AUTO_MAX_TOKENS",

@@ -132,18 +132,25 @@ class LspProcess:
         await self.notify("$/cancelRequest", {"id": rid})
 
     async def initialize(
-        self, options: dict[str, Any] | None = None, capabilities: dict[str, Any] | None = None
+        self,
+        options: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+        workspace_folders: Sequence[Path] = (),
     ) -> Any:
+        """`workspace_folders`: sent as an editor opened on them does (rootUri: the first)."""
         result = await self.call(
             "initialize",
             {
                 "processId": os.getpid(),
-                "rootUri": None,
+                "rootUri": workspace_folders[0].as_uri() if workspace_folders else None,
+                "workspaceFolders": [{"uri": f.as_uri(), "name": f.name} for f in workspace_folders]
+                or None,
                 "capabilities": capabilities
                 or {
                     "general": {"positionEncodings": ["utf-16"]},
                     "textDocument": {"inlineCompletion": {}},
                     "window": {"workDoneProgress": True},
+                    **({"workspace": {"workspaceFolders": True}} if workspace_folders else {}),
                 },
                 "initializationOptions": options or {},
             },

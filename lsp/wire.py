@@ -229,7 +229,8 @@ def workspace_json(s: ServiceStatus) -> dict[str, Any] | None:
         "indexMs": w.index_ms,
         "lastRequest": None
         if block is None
-        else [{"name": e.name, "file": e.file} for e in block.entries],
+        else [{"name": e.name, "file": e.file} for e in block.entries]
+        + [{"snippet": s.label, "file": s.file} for s in block.snippets],
     }
 
 

@@ -63,11 +63,11 @@ class Limits:
     files: int = 5000
     file_bytes: int = 512 * 1024  # larger files are skipped (generated code, data in code)
     total_bytes: int = 64 * MIB  # source read, all files together
-    # What the index keeps (its estimate). The bench corpus (bench/workspace_corpus.py, 1,757
-    # files of 2025-2026 packages, 19 MB of source) takes 18 MB by the estimate, 13 MB as
-    # tracemalloc sees it: 5,000 files of such code take about 51 MB, under this cap, so that the
-    # file cap binds first and this one stops only outlines out of proportion (huge stubs).
-    memory_bytes: int = 64 * MIB
+    # What the index keeps (its estimate): outlines and the snippet store's windows. The bench
+    # corpus (bench/workspace_corpus.py, 1,757 files of 2025-2026 packages, 19 MB of source)
+    # takes 18 MB of outlines and 34 MB of windows by the estimate: 5,000 files of such code
+    # take about 150 MB, so on the largest workspaces this cap binds before the file cap.
+    memory_bytes: int = 128 * MIB
     # Directory entries the walk looks at, sources or not: a tree of a million data files
     # must not keep the thread walking for minutes.
     entries: int = 200_000

@@ -49,12 +49,17 @@ from ghostfim.engine.context.jsoutline import js_outline
 from ghostfim.engine.context.outline import OBJECT_BYTES, Definition
 from ghostfim.engine.context.pyoutline import python_outline
 from ghostfim.engine.context.resolve import IndexedFile, Resolver, python_module_keys
+from ghostfim.engine.context.snippets import Hit, SnippetStore, windows_of
 from ghostfim.engine.memory import ENTRY_BYTES, CacheUsage, str_bytes
 
 log = logging.getLogger("ghostfim.index")
 
 State = Literal["off", "indexing", "ready", "capped"]
 STOP_WAIT_S = 5.0  # stop() waits this long for the thread (it checks between files)
+# A window's share of the snippet store, besides its word ids (4 bytes each) and the
+# vocabulary: its entries in the store's arrays and postings. (The bench corpus: 85,000
+# windows, 34 MB as tracemalloc sees the store.)
+WINDOW_BYTES = 300
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class WorkspaceIndex:
         self._files: dict[str, IndexedFile] = {}
         self._modules: dict[str, list[str]] = {}
         self._resolver = Resolver(self._files, self._modules)
+        self._snippets = SnippetStore()  # every file's windows of lines, by their identifiers
         self._source_bytes = 0
         self._held_bytes = 0
         self._definitions = 0
@@ -139,6 +145,7 @@ class WorkspaceIndex:
             self._files.clear()
             self._modules.clear()
             self._documents.clear()
+            self._snippets.clear()
             self._source_bytes = self._held_bytes = self._definitions = 0
             self._state = "off"
             self._capped = False
@@ -197,6 +204,15 @@ class WorkspaceIndex:
     def usage(self) -> CacheUsage:
         with self._lock:
             return CacheUsage("workspaceIndex", self._held_bytes, self.limits.memory_bytes)
+
+    def similar(
+        self, query: frozenset[str], count: int, skip: Sequence[tuple[str, int, int]] = ()
+    ) -> list[Hit]:
+        """The windows of the workspace's files most like `query` (engine/context/snippets.py);
+        `skip`: (path, first line, end line) ranges the prompt already holds."""
+        keyed = [(self._key(p) or p, first, end) for p, first, end in skip]
+        with self._lock:
+            return self._snippets.query(query, count, keyed)
 
     def paths(self) -> list[str]:
         """The files the index holds, sorted."""
@@ -364,6 +380,7 @@ class WorkspaceIndex:
         for d in outline.definitions:
             if d.default:
                 by_name.setdefault("default", d)
+        windows = windows_of(path, text)
         module = self._python_module(root, rel) if language == "python" else _js_module(rel)
         keys = python_module_keys(rel) if language == "python" else []
         nbytes = (
@@ -375,6 +392,7 @@ class WorkspaceIndex:
             + sys.getsizeof(by_name)
             + ENTRY_BYTES * (1 + len(keys))
             + sum(str_bytes(k) for k in keys)
+            + sum(WINDOW_BYTES + 4 * len(w.words) for w in windows)  # the snippet store's
         )
         file = IndexedFile(path, rel, root, module, outline, by_name, size, mtime_ns, nbytes)
         with self._lock:
@@ -400,6 +418,7 @@ class WorkspaceIndex:
             self._source_bytes += size
             self._held_bytes += nbytes
             self._definitions += len(outline.definitions)
+            self._snippets.add(path, windows)
             for key in keys:
                 self._modules.setdefault(key, []).append(path)
 
@@ -423,6 +442,7 @@ class WorkspaceIndex:
         self._source_bytes -= file.size
         self._held_bytes -= file.nbytes
         self._definitions -= len(file.outline.definitions)
+        self._snippets.remove(file.path)
         if file.python:
             for key in python_module_keys(file.rel):
                 paths = self._modules.get(key, [])

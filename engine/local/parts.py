@@ -30,7 +30,8 @@ def prompt_parts(
     ]
     room = planner.extra_room
     if definitions is not None and r.definitions:
-        parts = [definitions.apply(p, r.definitions, planner.cost, room) for p in parts]
+        keystroke = r.mode == "keystroke"
+        parts = [definitions.apply(p, r.definitions, planner.cost, room, keystroke) for p in parts]
         room -= parts[0].definition_tokens
     if r.mode == "full":
         parts[0] = extra.apply(parts[0], r.extra_context, planner.cost, room)

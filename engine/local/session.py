@@ -262,7 +262,7 @@ class ModelSession:
                 token_ids=tuple(decoded.ids),
             )
             if fitted is not None:
-                completion.definitions = fitted.names
+                completion.definitions = fitted.labels
             return completion
 
         if not prompt.tokens:  # an empty document with a model that has no BOS or FIM tokens

@@ -1,4 +1,5 @@
-"""The workspace's definitions in a prompt (engine/context/definitions.py chooses them): the
+"""The workspace's context in a prompt (engine/context/definitions.py: definitions and
+snippets of similar code; engine/service/workspace.py chooses them): the
 block's tokens at the top of the prefix, in every prompt a request builds (the keystroke's
 plain prefix and its FIM prompt alike), so that what the KV cache holds for the block and the
 prefix is the same for every keystroke at this place.
@@ -6,7 +7,8 @@ prefix is the same for every keystroke at this place.
 Where the block goes in each layout: `[bos] PRE <block> prefix SUF suffix MID` (PSM),
 `[bos] SUF suffix PRE <block> prefix` (SPM), `[bos] <block> prefix` (the plain prefix and
 prefix-only models): always right before the prefix's own tokens. The block is text of the
-document's language (comments), so it reads as the top of the file the model continues.
+document's language (definitions as comments, snippets as code under a comment naming their
+place), so it reads as the top of the file the model continues.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from ghostfim.engine.memory import (
     str_bytes,
 )
 from ghostfim.engine.prompt.builder import PromptParts
-from ghostfim.engine.tuning import DEFINITIONS_AUTO_MAX_TOKENS, DEFINITIONS_AUTO_PREFILL_MS
+from ghostfim.engine.tuning import (
+    DEFINITIONS_AUTO_MAX_TOKENS,
+    DEFINITIONS_AUTO_PREFILL_MS,
+    DEFINITIONS_KEYSTROKE_PREFILL_MS,
+)
 
 Tokenize = Callable[[str], list[int]]
 
@@ -48,16 +54,19 @@ class DefinitionTokens:
         self._blocks: ByteLRU[str, list[int]] = ByteLRU(
             DEFINITION_TOKENS_BYTES - DEFINITION_TOKENS_BYTES // 4, _block_bytes
         )
-        self._auto_budget: int | None = None
+        self._auto_budgets: dict[bool, int] = {}
         self.last: DefinitionBlock | None = None  # the block last put in a prompt, fitted
 
-    def auto_budget(self, cost: CostModel) -> int:
+    def auto_budget(self, cost: CostModel, keystroke: bool = False) -> int:
         """The "auto" budget, fixed at first use (a budget that moved with the cost model's
-        refits would change the block, and with it every cached prompt)."""
-        if self._auto_budget is None:
-            within = cost.tokens_within(DEFINITIONS_AUTO_PREFILL_MS)
-            self._auto_budget = min(DEFINITIONS_AUTO_MAX_TOKENS, within)
-        return self._auto_budget
+        refits would change the block, and with it every cached prompt). Keystroke prompts
+        get what prefills in DEFINITIONS_KEYSTROKE_PREFILL_MS: their block's prefill is paid
+        at a document's first lull, which must end before the user types on."""
+        if keystroke not in self._auto_budgets:
+            ms = DEFINITIONS_KEYSTROKE_PREFILL_MS if keystroke else DEFINITIONS_AUTO_PREFILL_MS
+            within = cost.tokens_within(ms)
+            self._auto_budgets[keystroke] = min(DEFINITIONS_AUTO_MAX_TOKENS, within)
+        return self._auto_budgets[keystroke]
 
     def count(self, text: str) -> int:
         n = self._counts.get(text)
@@ -68,7 +77,7 @@ class DefinitionTokens:
     def tokens(self, block: DefinitionBlock, budget: int) -> tuple[list[int], DefinitionBlock]:
         """The block's tokens within `budget`, and the block as fitted (what went in)."""
         fitted = block.fit(budget, self.count)
-        text = fitted.comment_text()
+        text = fitted.prompt_text()
         if not text:
             return [], fitted
         ids = self._blocks.get(text)
@@ -77,13 +86,18 @@ class DefinitionTokens:
         return list(ids), fitted
 
     def apply(
-        self, parts: PromptParts, block: DefinitionBlock | None, cost: CostModel, room: int
+        self,
+        parts: PromptParts,
+        block: DefinitionBlock | None,
+        cost: CostModel,
+        room: int,
+        keystroke: bool = False,
     ) -> PromptParts:
         """`parts` with the block before its prefix, in the FIM head and in the plain head;
         `room`: tokens the KV slot has left for it."""
         if not block or self.style == "off":
             return parts
-        budget = self.auto_budget(cost) if block.budget is None else block.budget
+        budget = self.auto_budget(cost, keystroke) if block.budget is None else block.budget
         ids, fitted = self.tokens(block, min(budget, room))
         self.last = fitted
         if not ids:

@@ -96,7 +96,7 @@ __all__ = [
 
 # --- the workspace's definitions in a request ----------------------------------------------
 # Where a request's definitions go:
-#   "comment"      DefinitionBlock.comment_text() at the top of the prefix text (after the FIM
+#   "comment"      DefinitionBlock.prompt_text() at the top of the prefix text (after the FIM
 #                  prefix token where ghostfim writes the FIM text; the top of /infill's
 #                  input_prefix; the top of Ollama's `prompt` when Ollama applies the template)
 #   "input_extra"  llama-server's input_extra, {"filename", "text"} per file: the server lays
@@ -294,7 +294,7 @@ class RemoteBackend:
             return RemotePrompt(
                 prefix, suffix, head=repo_text(file_sep, block.files(), request.doc_id)
             )
-        return RemotePrompt(block.comment_text() + prefix, suffix)
+        return RemotePrompt(block.prompt_text() + prefix, suffix)
 
     def _uses_suffix(self) -> bool:
         return not (self.fim.layout == "prefix" and self._sends_fim_text())

@@ -6,7 +6,9 @@
   replaces the one on screen;
 - prefetch: the suggestion after this one (as if it were accepted or typed through) is ready
   before it is asked for;
-- warm-up: a new backend prefills the last document's context, so its first keystroke is warm.
+- warm-up: a new backend prefills the last document's context, so its first keystroke is warm;
+- block switch: full prompts moved on to new workspace context (engine/service/workspace.py);
+  the keystrokes' KV cache gets it in the user's next lull, and only then do keystrokes use it.
 
 Each runs at its own priority (engine/service/scheduler.py): refresh > prefetch > widen and
 warm-up; any keystroke drops them (an interactive job preempts background work), losing the
@@ -57,6 +59,7 @@ class FollowUps:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._waiting: set[asyncio.TimerHandle] = set()  # follow-ups waiting for their lull
         self._widening = False
+        self._switching = False
         self._stopped = False  # the service shut down: nothing new starts
 
     @property
@@ -79,6 +82,8 @@ class FollowUps:
             # At the first lull; at a pause it runs before the refresh is asked for, which
             # then waits for it (as a keystroke there soon will use the wide window).
             self._after(LULL_S, record, number, lambda: self.widen(state))
+        if self.requests.block_switch(state) is not None:
+            self._after(LULL_S, record, number, lambda: self.switch_block(state))
         if completion.cancelled:
             return
         refresh = not explicit and completion.suffix_cut
@@ -158,6 +163,23 @@ class FollowUps:
                 await self._background(request, Priority.WARMUP)
             finally:
                 self._widening = False
+
+        self._spawn(run())
+
+    def switch_block(self, state: CursorState) -> None:
+        """Prefill the workspace context full prompts moved on to for the keystrokes' prompts;
+        they take it once that is done. Droppable: asked for again after the next job."""
+        switch = self.requests.block_switch(state)
+        if switch is None or self._switching:
+            return
+        self._switching = True
+
+        async def run() -> None:
+            try:
+                if await self._background(switch.request, Priority.WARMUP) is not None:
+                    switch.done()
+            finally:
+                self._switching = False
 
         self._spawn(run())
 

@@ -38,6 +38,7 @@ from ghostfim.engine.service.deadline import answer_deadline_s, hold_limit_s
 from ghostfim.engine.service.documents import Answer, DocJob
 from ghostfim.engine.service.requests import PromptMode
 from ghostfim.engine.service.scheduler import JobDropped, Priority
+from ghostfim.engine.service.screen import GhostTarget
 from ghostfim.engine.service.stats import Source, request_stats
 from ghostfim.engine.service.suggestions import Suggestion, shown_part
 from ghostfim.engine.text.place import place_of
@@ -62,6 +63,7 @@ class Keystroke:
         self.rule = service.requests.rule_for(state, explicit, place=self.place)
         self.debounce_ms = 0.0
         self.waited_s = 0.0  # waiting for a typed-through suggestion to grow
+        self.streamed: tuple[Suggestion, GhostTarget] | None = None  # the model job's
 
     @cached_property
     def request(self) -> CompletionRequest:
@@ -192,10 +194,27 @@ class Keystroke:
         try:
             return await asyncio.wait_for(self._until_answered(), deadline)
         except asyncio.TimeoutError:
+            partial = self.whole_lines_so_far()
+            if partial is not None:
+                log.info("%s: answered what came within %.0f s", self.state.doc_id, deadline)
+                return partial
             log.warning(
                 "%s: no suggestion within %.0f s; answered empty", self.state.doc_id, deadline
             )
             return Answer("", "none", "deadline")
+
+    def whole_lines_so_far(self) -> Answer | None:
+        """At the deadline, an explicit request's suggestion as far as its last whole line:
+        its user waits for a block, whose first lines are worth more than nothing (an
+        automatic request is answered at its first visible text, long before)."""
+        if not self.explicit or self.streamed is None:
+            return None
+        suggestion, target = self.streamed
+        text = suggestion.shown()
+        end = text.rfind("\n")
+        if end <= 0 or not text[:end].strip():
+            return None
+        return Answer(text[:end], "model", target=target)
 
     async def _until_answered(self) -> Answer:
         """The model job, again if a model switch cancelled it: the new model answers."""
@@ -218,6 +237,7 @@ class Keystroke:
         suggestion.listeners.append(listener)
         service.cache.put(state.prefix, state.suffix, suggestion)
         target = record.screen.answering(suggestion, state, self.place, asked_at=self.arrived)
+        self.streamed = (suggestion, target)
         job = service.worker.submit_completion(
             service.host,
             self.request,

@@ -10,11 +10,12 @@ service itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.config import EngineConfig
+from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.context.feed import ContextFeed
 from ghostfim.engine.service.cursor import CursorState
 from ghostfim.engine.service.filter import ConfidenceFilter
@@ -40,6 +41,18 @@ class Requests(Protocol):
     def rule_for(
         self, state: CursorState, explicit: bool = False, place: Place | None = None
     ) -> Confidence | None: ...
+
+    def block_switch(self, state: CursorState) -> BlockSwitch | None: ...
+
+
+@dataclass(frozen=True)
+class BlockSwitch:
+    """The workspace context that full prompts moved on to and keystrokes do not use yet
+    (engine/service/workspace.py): `request` prefills it for the keystrokes (a warm-up job),
+    `done` then makes keystrokes take it."""
+
+    request: CompletionRequest
+    done: Callable[[], None]
 
 
 class RequestFactory:
@@ -72,16 +85,18 @@ class RequestFactory:
         max_tokens: int | None = None,
         *,
         explicit: bool = False,
+        block: DefinitionBlock | None = None,
     ) -> CompletionRequest:
         """A keystroke prompt (bounded prefill) or a full one (with the context from other
-        files, when it is on); either with the workspace's definitions, when they are on."""
+        files, when it is on); either with the workspace's context, when it is on (`block`:
+        this one rather than the one the workspace gives the mode)."""
         c = self._config()
         extra = None
         if mode == "full":
             extra = self._context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
         definitions = None
         if self._workspace is not None and c.workspace_context_tokens != 0:
-            definitions = self._workspace.block_for(state, full=mode == "full")
+            definitions = block or self._workspace.block_for(state, full=mode == "full")
             if definitions is not None and definitions.budget != c.workspace_context_tokens:
                 definitions = replace(definitions, budget=c.workspace_context_tokens)
         return CompletionRequest(
@@ -97,3 +112,12 @@ class RequestFactory:
             definitions=definitions,
             give_up_below=self._filter.give_up_below(explicit),
         )
+
+    def block_switch(self, state: CursorState) -> BlockSwitch | None:
+        """The keystrokes' switch to the block full prompts use, when one is due."""
+        workspace = self._workspace
+        block = None if workspace is None else workspace.switch_due(state.doc_id)
+        if workspace is None or block is None or self._config().workspace_context_tokens == 0:
+            return None
+        request = replace(self.request_for(state, "keystroke", block=block), max_tokens=0)
+        return BlockSwitch(request, lambda: workspace.switched(state.doc_id, block))

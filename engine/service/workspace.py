@@ -7,12 +7,19 @@ Open documents reach it from the editor's text, at most once a DOCUMENT_UPDATE_S
 while the user types (a parse per keystroke would cost CPU the model wants); saved and closed
 ones, and files the editor reports changed (`workspace/didChangeWatchedFiles`), from disk.
 
+A block holds the definitions of the names near the cursor and the snippets of the
+workspace most like the lines before it (engine/context/snippets.py).
+
 Which block a request gets is sticky per document, because the block sits before the whole
 prefix and a new block costs the prefill of everything after it:
-- a keystroke prompt takes the document's current block, even one a few lines out of date;
-- a full prompt (a pause's refresh, an explicit request) looks again, and keeps the current
-  block when the definitions it finds are all in it already; only new names make a new block,
-  whose prefill then happens at that pause, not on a keystroke.
+- a full prompt (a pause's refresh, an explicit request) looks again, and keeps its block when
+  the definitions it finds are all in it already and its snippets are still about as like the
+  code before the cursor as the best ones now (KEEP_SIMILARITY);
+- a keystroke prompt takes the block the keystrokes' KV cache holds, even one a few lines out
+  of date, and none in a document's first requests. When full prompts moved on to a new block
+  (or at a document's start), a warm-up job prefills it for the keystrokes at the user's next
+  lull (engine/service/followups.py), and only then do keystrokes switch to it
+  (`switch_due`, `switched`): no keystroke pays the block's cold prefill.
 """
 
 from __future__ import annotations
@@ -23,13 +30,35 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
-from ghostfim.engine.context.definitions import ContextEntry, DefinitionBlock, select_definitions
+from ghostfim.engine.context.definitions import (
+    ContextEntry,
+    DefinitionBlock,
+    SnippetEntry,
+    select_definitions,
+)
+from ghostfim.engine.context.files import read_source
 from ghostfim.engine.context.index import IndexStatus, WorkspaceIndex
+from ghostfim.engine.context.snippets import (
+    MIN_SIMILARITY,
+    Hit,
+    hide_secret_literals,
+    jaccard,
+    query_words,
+    words,
+)
 from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.service.cursor import CursorState
 
 DOCUMENT_UPDATE_S = 3.0  # an open document's text reaches the index at most this often
 FileChange = tuple[str, bool]  # (URI or path, deleted)
+SNIPPETS = 2  # similar windows a block holds at most (the budget may keep fewer)
+# Lines of the current file around the cursor that the prompt's prefix and suffix hold: its
+# windows there are no snippets (about 512 tokens of prefix, 128 of suffix).
+SNIPPET_SKIP_BEFORE = 60
+SNIPPET_SKIP_AFTER = 20
+# A block's snippets stay while they are this like the code before the cursor, against the
+# best found now (new snippets cost a prefill; a slightly better one is not worth it).
+KEEP_SIMILARITY = 0.8
 
 
 def path_of(doc_id: str) -> str | None:
@@ -47,7 +76,8 @@ class _Document:
     path: str
     pending: str | None = None  # text not yet given to the index
     sent: float = float("-inf")  # monotonic seconds of the last update given
-    block: DefinitionBlock | None = None  # the current block (sticky: see the docstring)
+    block: DefinitionBlock | None = None  # keystroke prompts' block (sticky: the docstring)
+    next: DefinitionBlock | None = None  # full prompts' block: the keystrokes' next one
 
 
 class WorkspaceContext:
@@ -86,7 +116,7 @@ class WorkspaceContext:
         else:
             self.index.stop()
             for doc in self._docs.values():
-                doc.block = None
+                doc.block = doc.next = None
             self.last_block = None
 
     def stop(self) -> None:
@@ -148,17 +178,41 @@ class WorkspaceContext:
 
     # --- what a request gets -------------------------------------------------------------------
     def block_for(self, state: CursorState, full: bool) -> DefinitionBlock | None:
-        """The definitions for a request at `state` (None: off, or nothing to add)."""
+        """The workspace context for a request at `state` (None: off, or nothing to add)."""
         doc = self._docs.get(state.doc_id)
         if not self.enabled or doc is None:
             return None
         self._flush(doc)
-        if doc.block is None or full:
-            doc.block = self._choose(doc, state)
-        self.last_block = doc.block
-        return doc.block or None
+        if doc.block is None:
+            # The first request in this document: its prompt is cold anyway, and the block
+            # would add its prefill to the wait for the first ghost text. Keystrokes start
+            # without it and take it after the warm-up at the first lull.
+            doc.next = self._choose(doc, state, None)
+            doc.block = DefinitionBlock(state.language, ())
+        elif full:
+            doc.next = self._choose(doc, state, doc.next)
+        block = doc.next if full else doc.block
+        if block or full:  # a keystroke's deferred empty block hides no selection (status)
+            self.last_block = block
+        return block or None
 
-    def _choose(self, doc: _Document, state: CursorState) -> DefinitionBlock:
+    def switch_due(self, doc_id: str) -> DefinitionBlock | None:
+        """The block full prompts moved on to that keystroke prompts do not use yet (None: no
+        switch due): a warm-up job prefills it for them, then calls `switched`."""
+        doc = self._docs.get(doc_id)
+        if not self.enabled or doc is None or doc.next is None or doc.next is doc.block:
+            return None
+        return doc.next if doc.next or doc.block else None  # nothing to switch from or to
+
+    def switched(self, doc_id: str, block: DefinitionBlock) -> None:
+        """The keystrokes' KV cache holds `block` now: keystroke prompts take it."""
+        doc = self._docs.get(doc_id)
+        if doc is not None and doc.next is block:
+            doc.block = block
+
+    def _choose(
+        self, doc: _Document, state: CursorState, current: DefinitionBlock | None
+    ) -> DefinitionBlock:
         # The cursor's windows of text (the document's start may be cut off): its line there.
         text = state.prefix + state.suffix
         picked = select_definitions(
@@ -170,15 +224,33 @@ class WorkspaceContext:
             text_line=state.prefix.count("\n"),
         )
         entries = tuple(entry for _, entry in picked)
-        block = DefinitionBlock(state.language, entries)
-        current = doc.block
+        query = query_words(state.prefix)
+        line = state.cursor_line
+        skip = [(doc.path, line - SNIPPET_SKIP_BEFORE, line + SNIPPET_SKIP_AFTER)]
+        hits = self.index.similar(query, SNIPPETS, skip)
+        snippets = tuple(s for s in (self._read(hit, query) for hit in hits) if s is not None)
         if (
             current is not None
-            and current.language == block.language
+            and current.language == state.language
             and _within(entries, current.entries)
+            and _still_like(current.snippets, snippets, query)
         ):
             return current
-        return block
+        return DefinitionBlock(state.language, entries, snippets=snippets)
+
+    def _read(self, hit: Hit, query: frozenset[str]) -> SnippetEntry | None:
+        """A window's lines as the file on disk has them now; None when they changed so much
+        since they were indexed that they no longer match."""
+        source = read_source(hit.path, self.index.limits.file_bytes)
+        if source is None:
+            return None
+        lines = source.text.split("\n")[hit.line : hit.end]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        text = "\n".join(lines)
+        if jaccard(query, words(text)) < MIN_SIMILARITY:
+            return None
+        return SnippetEntry(self._relative(hit.path), hit.line, hide_secret_literals(text))
 
     def _relative(self, path: str) -> str:
         for root in sorted(self._roots, key=len, reverse=True):
@@ -194,6 +266,20 @@ class WorkspaceContext:
 
     def usage(self) -> CacheUsage:
         return self.index.usage()
+
+
+def _still_like(
+    current: tuple[SnippetEntry, ...], found: tuple[SnippetEntry, ...], query: frozenset[str]
+) -> bool:
+    """The current snippets are about as like the code before the cursor as the ones found
+    now (or none is found now)."""
+    if not found:
+        return True
+    if not current:
+        return False
+    now = sum(jaccard(query, words(s.text)) for s in found) / len(found)
+    kept = sum(jaccard(query, words(s.text)) for s in current) / len(current)
+    return kept >= KEEP_SIMILARITY * now
 
 
 def _within(new: tuple[ContextEntry, ...], current: tuple[ContextEntry, ...]) -> bool:

@@ -27,6 +27,14 @@ def main():
     handle = connect("https://example.org")
     handle.
 """
+EXTRA = """\
+from net import connect
+
+
+def ping():
+    handle = connect("https://example.org/ping")
+    handle.send(b"ping")
+"""
 WATCHING = {"didChangeWatchedFiles": {"dynamicRegistration": True}}
 
 
@@ -60,13 +68,21 @@ async def test_a_request_gets_the_definitions_its_code_uses(tmp_path: Path) -> N
         last = s["recent"][-1]
         assert last["definitions"] == ["connect"] and last["definitionTokens"] > 10
 
-        # A new file on disk, reported by the editor, is indexed.
-        (root / "extra.py").write_text("def helper() -> None: ...\n")
+        # A new file on disk, reported by the editor, is indexed: code written like app.py's,
+        # which the next request at a pause takes as a snippet (the definitions stay).
+        (root / "extra.py").write_text(EXTRA)
         await client.notify(
             "workspace/didChangeWatchedFiles",
             {"changes": [{"uri": (root / "extra.py").as_uri(), "type": 1}]},
         )
         await wait_for(client, lambda s: s["workspace"]["files"] == 3, timeout=20)
+        other = (root / "main.py").as_uri()
+        await open_doc(client, other, APP.replace("main", "run"))
+        await complete(client, other, 5, 11, trigger=1)
+        s = await status(client)
+        assert {"snippet": "extra.py:1", "file": "extra.py"} in s["workspace"]["lastRequest"]
+        last = s["recent"][-1]
+        assert "extra.py:1" in last["definitions"], last["definitions"]
 
         # Off: the index goes, and requests get nothing from it.
         await configure(client, {**TINY, "workspaceContext": "off"})

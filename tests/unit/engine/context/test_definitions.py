@@ -8,6 +8,7 @@ from pathlib import Path
 from ghostfim.engine.context.definitions import (
     ContextEntry,
     DefinitionBlock,
+    SnippetEntry,
     fit_block,
     names_near,
     select_definitions,
@@ -86,13 +87,41 @@ def test_the_block_keeps_the_most_wanted_that_fit_and_lists_them_by_file_and_lin
     block = DefinitionBlock("python", tuple(picked)).fit(60, count)
     assert block.names == ("far", "near")  # "big" did not fit; a.py before b.py
     assert sum(count(block.entry_text(e)) for e in block.entries) <= 60
-    assert block.comment_text().startswith("# a.py:\n#   x\n")
-    assert block.comment_text().endswith("\n\n")
+    assert block.prompt_text().startswith("# a.py:\n#   x\n")
+    assert block.prompt_text().endswith("\n\n")
     # fit_block is the same selection for (definition, entry) pairs
     assert fit_block("python", [(None, e) for e in picked], 60, count).names == block.names  # type: ignore[misc]
 
 
 def test_comment_marks_follow_the_documents_language() -> None:
     block = DefinitionBlock("typescript", (ContextEntry("f", "m.ts", "export function f(): void"),))
-    assert block.comment_text() == "// m.ts:\n//   export function f(): void\n\n"
+    assert block.prompt_text() == "// m.ts:\n//   export function f(): void\n\n"
     assert not DefinitionBlock("python", ())
+
+
+def test_snippets_fit_first_and_read_as_code_after_the_definitions() -> None:
+    near = SnippetEntry("pkg/client.py", 9, "handle = connect(url)\nhandle.send(data)")
+    far = SnippetEntry("pkg/other.py", 0, "y = 2\n" * 30)
+    defs = (ContextEntry("connect", "pkg/net.py", "def connect(url): ..."),)
+    count = len
+    block = DefinitionBlock("python", defs, snippets=(near, far))
+    assert bool(DefinitionBlock("python", (), snippets=(near,)))
+    # A budget for one snippet and nothing more: the snippet wins over the definition.
+    only = block.fit(count(block.snippet_text(near)) + 5, count)
+    assert only.snippets == (near,) and only.entries == ()
+    # `far` (180 characters) does not fit whole: its first lines do, before the definition.
+    cut = block.fit(150, count)
+    assert cut.snippets[0] == near and cut.entries == ()
+    assert far.text.startswith(cut.snippets[1].text) and cut.snippets[1].text.count("\n") >= 3
+    assert sum(count(cut.snippet_text(s)) for s in cut.snippets) <= 150
+    both = DefinitionBlock("python", defs, snippets=(near,)).fit(150, count)
+    assert both.labels == ("connect", "pkg/client.py:10")
+    assert both.prompt_text() == (
+        "# pkg/net.py:\n#   def connect(url): ...\n\n"
+        "# pkg/client.py:10\nhandle = connect(url)\nhandle.send(data)\n\n"
+    )
+    # Remote backends' repository-level files: the stubs' files, then one per snippet.
+    assert both.files() == [
+        ("pkg/net.py", "def connect(url): ..."),
+        ("pkg/client.py", "handle = connect(url)\nhandle.send(data)"),
+    ]

@@ -34,7 +34,7 @@ def test_the_block_goes_right_before_the_prefix_in_both_heads() -> None:
     parts = builder.parts("d", PREFIX + "x = ", "\nprint(x)\n", 29)
     defs = DefinitionTokens(words)
     with_block = defs.apply(parts, BLOCK, Cost(), room=1000)
-    ids = words(BLOCK.comment_text())
+    ids = words(BLOCK.prompt_text())
     n = with_block.definition_tokens
     assert n == len(ids) > 0
     assert with_block.head[:2] == [1000, 1001]  # BOS, PRE
@@ -63,7 +63,28 @@ def test_keystrokes_at_one_place_share_the_block_and_the_prefix() -> None:
 
     first, second = keystroke("res = com"), keystroke("res = comp")
     shared = common_prefix_len(first, second)
-    block = p.builder.tokenize(BLOCK.comment_text())
+    block = p.builder.tokenize(BLOCK.prompt_text())
     assert first[: len(block)] == block == second[: len(block)]  # no BOS in this template
     assert shared > len(block) + 50  # the block and the prefix window
     assert len(second) - shared <= 3  # only the typed word's tokens are new
+
+
+def test_auto_budgets_keystroke_prompts_by_a_shorter_prefill_than_full_ones() -> None:
+    from ghostfim.engine.tuning import (
+        DEFINITIONS_AUTO_PREFILL_MS,
+        DEFINITIONS_KEYSTROKE_PREFILL_MS,
+    )
+
+    class Measured:  # 5 ms a token, as the small model on two cores
+        refits = 0
+
+        def tokens_within(self, budget_ms: float) -> int:
+            return int(budget_ms / 5) + self.refits
+
+    cost = Measured()
+    defs = DefinitionTokens(words)
+    keystroke, full = defs.auto_budget(cost, keystroke=True), defs.auto_budget(cost)
+    assert keystroke == DEFINITIONS_KEYSTROKE_PREFILL_MS / 5 < full
+    assert full == min(512, DEFINITIONS_AUTO_PREFILL_MS / 5)
+    cost.refits = 7  # a refit later does not move a budget (it would change every block)
+    assert defs.auto_budget(cost, keystroke=True) == keystroke

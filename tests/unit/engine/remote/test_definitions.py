@@ -30,7 +30,7 @@ BLOCK = DefinitionBlock(
         ContextEntry("Sample", "stats/sample.py", SAMPLE),
     ),
 )
-# The block as Python comments (DefinitionBlock.comment_text), at the top of the prefix text.
+# The block as Python comments (DefinitionBlock.prompt_text), at the top of the prefix text.
 COMMENTS = (
     "# stats/core.py:\n"
     "#   def mean(values: list[float]) -> float:\n"

@@ -7,7 +7,7 @@ import pytest
 
 from ghostfim.engine import env
 from ghostfim.engine.service.deadline import answer_deadline_s, hold_limit_s
-from tests.support.fakes import FakeBackend
+from tests.support.fakes import FakeBackend, cursor, serving
 
 
 class Backend:  # only what the deadline asks of a backend
@@ -50,3 +50,29 @@ def test_the_deadlines_are_read_when_asked(monkeypatch: pytest.MonkeyPatch) -> N
     assert hold_limit_s() == 2.5
     monkeypatch.setenv("GHOSTFIM_REQUEST_DEADLINE_S", "soon")  # not a number: the default
     assert answer_deadline_s(False, None, 1024) == 8.0
+
+
+async def test_an_explicit_request_at_its_deadline_gets_the_whole_lines_written_so_far(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The user asked and waits for a block: at the deadline, its first whole lines are
+    answered, not nothing. The line still being written is left out."""
+    monkeypatch.setenv("GHOSTFIM_REQUEST_DEADLINE_S", "1.0")
+    block = "total = 0\nfor v in values:\n    total += v\nreturn total / len(values)\n"
+    slow = FakeBackend(script=lambda r: block, piece_chars=4, piece_s=0.1)  # 1.7 s in all
+    service, _ = await serving(slow)
+    try:
+        answer = await service.complete(cursor("def mean(values):\n    "), explicit=True)
+        assert answer.text and block.startswith(answer.text + "\n")  # whole lines only
+        assert answer.text != block.rstrip()  # the deadline came first
+        assert answer.source == "model" and answer.item_id
+        # An explicit request with no whole line in time still answers empty.
+        nothing = FakeBackend(script=lambda r: block, prefill_s=2.0)
+        service2, _ = await serving(nothing)
+        try:
+            empty = await service2.complete(cursor("def mean(values):\n    "), explicit=True)
+            assert empty.text == "" and empty.reason == "deadline"
+        finally:
+            await service2.shutdown()
+    finally:
+        await service.shutdown()

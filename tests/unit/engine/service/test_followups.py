@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from ghostfim.engine.backend import CompletionRequest
+from ghostfim.engine.context.definitions import ContextEntry, DefinitionBlock
 from ghostfim.engine.service.completion import CompletionService
 from ghostfim.engine.tuning import LULL_S, PAUSE_REFRESH_S, PREFETCH_MAX_TOKENS
 from tests.support.fakes import (
@@ -175,3 +176,27 @@ async def test_a_new_backend_warms_the_last_document(cleanup: list) -> None:
     assert sorted(r.mode for r in warm) == ["full", "keystroke"]  # each slot, keystrokes first
     assert all(r.prefix == state.prefix for r in warm)
     assert service.followups.idle
+
+
+async def test_keystrokes_get_a_pauses_new_workspace_block_after_its_prefill_at_a_lull(
+    cleanup: list,
+) -> None:
+    """Full prompts moved on to a new block: the keystrokes' slot is prefilled with it at the
+    next lull (a droppable warm-up), and only then do keystrokes take it."""
+    backend = FakeBackend(script=lambda r: "abc")
+    service, _ = await serving(backend)
+    cleanup.append(service)
+    new = DefinitionBlock("python", (ContextEntry("area", "geo.py", "def area(w, h): ..."),))
+    switched: list[DefinitionBlock] = []
+    due: list[DefinitionBlock] = [new]
+    workspace = service.workspace
+    workspace.switch_due = lambda doc_id: due[0] if due else None  # type: ignore[method-assign]
+    workspace.switched = lambda doc_id, block: (switched.append(block), due.clear())  # type: ignore[method-assign]
+    state = cursor(DOC + "wi")
+    await service.complete(state)
+    await asyncio.sleep(LULL_S / 2)
+    assert not switched  # not while the user may still be typing
+    await settle(service)
+    [warm] = [r for r in backend.requests if r.background and r.definitions is new]
+    assert warm.mode == "keystroke" and warm.max_tokens == 0 and warm.prefix == state.prefix
+    assert switched == [new]

@@ -43,10 +43,28 @@ def test_a_request_gets_the_definitions_of_the_names_used_near_it(tmp_path: Path
     ws, uri = started(tmp_path)
     try:
         assert ws.status().state == "ready" and ws.status().files == 2
-        block = ws.block_for(at(uri, APP, 5, 4), full=False)
+        block = ws.block_for(at(uri, APP, 5, 4), full=True)
         assert block is not None and block.names == ("connect",)
         assert block.entries[0].file == "net.py"
         assert ws.last_block is block
+    finally:
+        ws.stop()
+
+
+def test_a_documents_first_keystrokes_go_without_the_block_until_its_warm_up(
+    tmp_path: Path,
+) -> None:
+    """The first prompt in a document is cold: the block would add its prefill to the first
+    ghost text's wait. Keystrokes take it once a warm-up at a lull has prefilled it."""
+    ws, uri = started(tmp_path)
+    try:
+        assert ws.block_for(at(uri, APP, 5, 4), full=False) is None
+        due = ws.switch_due(uri)
+        assert due is not None and due.names == ("connect",)
+        assert ws.block_for(at(uri, APP, 5, 4), full=False) is None  # not prefilled yet
+        ws.switched(uri, due)
+        assert ws.block_for(at(uri, APP, 5, 4), full=False) is due
+        assert ws.switch_due(uri) is None
     finally:
         ws.stop()
 
@@ -57,7 +75,10 @@ def test_keystrokes_keep_the_block_and_a_pause_changes_it_only_for_new_names(
     clock = Clock()
     ws, uri = started(tmp_path, clock)
     try:
-        first = ws.block_for(at(uri, APP, 5, 4), full=False)
+        ws.block_for(at(uri, APP, 5, 4), full=False)
+        first = ws.switch_due(uri)
+        assert first is not None
+        ws.switched(uri, first)
         # The user finished a line that calls close(): the editor's text reaches the index.
         text = APP.replace("    \n", "    close(h)\n    \n")
         clock.now += DOCUMENT_UPDATE_S
@@ -127,5 +148,99 @@ def test_a_long_document_counts_the_names_around_the_cursor_not_at_its_start(
         line = long.split("\n").index("    h = connect('x')") + 1
         block = ws.block_for(at(uri, long, line, 4), full=True)
         assert block is not None and block.names == ("connect",)
+    finally:
+        ws.stop()
+
+
+# Another module that calls connect() and close() as the user is about to.
+CLIENT = """\
+from net import connect, close
+
+
+def fetch(url):
+    handle = connect(url)
+    data = read_all(handle, chunk_size=4096)
+    close(handle)
+    return data
+"""
+FETCHING = "from net import connect, close\n\n\ndef download(url):\n    handle = connect(url)\n    "
+
+
+def test_a_pause_gets_the_code_written_like_the_lines_before_it(tmp_path: Path) -> None:
+    (tmp_path / "client.py").write_text(CLIENT)
+    ws, _ = started(tmp_path)
+    try:
+        uri = (tmp_path / "dl.py").as_uri()
+        (tmp_path / "dl.py").write_text(FETCHING)
+        ws.opened(uri, FETCHING)
+        assert ws.index.wait(20)
+        block = ws.block_for(at(uri, FETCHING, 5, 4), full=True)
+        assert block is not None
+        [client] = [s for s in block.snippets if s.file == "client.py"]
+        assert "read_all(handle, chunk_size=4096)" in client.text
+        assert "client.py:1" in block.labels
+        text = block.prompt_text()
+        assert "# client.py:1\nfrom net import connect, close\n" in text  # code, not comments
+        assert "#   def connect(url: str) -> int:" in text  # the definitions stay comments
+        # The document's own lines around the cursor are in the prompt already: never snippets.
+        assert all(s.file != "dl.py" for s in block.snippets)
+    finally:
+        ws.stop()
+
+
+def test_keystrokes_switch_to_a_pauses_new_block_only_once_it_is_prefilled(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    ws, uri = started(tmp_path, clock)
+    try:
+        ws.block_for(at(uri, APP, 5, 4), full=False)
+        first = ws.switch_due(uri)
+        assert first is not None
+        ws.switched(uri, first)
+        assert ws.block_for(at(uri, APP, 5, 4), full=False) is first
+        assert ws.switch_due(uri) is None
+        text = APP.replace("    \n", "    close(h)\n    \n")
+        clock.now += DOCUMENT_UPDATE_S
+        ws.edited(uri, text)
+        assert ws.index.wait(20)
+        paused = ws.block_for(at(uri, text, 6, 4), full=True)
+        assert paused is not first and paused is not None
+        # Until the warm-up says the keystrokes' cache holds it, keystrokes keep the old one.
+        assert ws.switch_due(uri) is paused
+        assert ws.block_for(at(uri, text, 6, 5), full=False) is first
+        ws.switched(uri, first)  # a stale warm-up (of another block) changes nothing
+        assert ws.block_for(at(uri, text, 6, 5), full=False) is first
+        ws.switched(uri, paused)
+        assert ws.block_for(at(uri, text, 6, 5), full=False) is paused
+        assert ws.switch_due(uri) is None
+    finally:
+        ws.stop()
+
+
+def test_secret_literals_in_the_workspace_reach_no_prompt(tmp_path: Path) -> None:
+    (tmp_path / "settings.py").write_text(
+        "class Settings:\n"
+        '    api_key: str = "sk-live-0123456789"\n'
+        "\n\n"
+        "def make_client(url):\n"
+        '    token = "tok-0123456789abc"\n'
+        "    handle = connect(url)\n"
+        "    return handle\n"
+    )
+    ws, _ = started(tmp_path)
+    try:
+        uri = (tmp_path / "dl.py").as_uri()
+        text = (
+            "from settings import Settings\n\n\n"
+            "def download(url):\n    s = Settings()\n    handle = connect(url)\n    "
+        )
+        ws.opened(uri, text)
+        assert ws.index.wait(20)
+        block = ws.block_for(at(uri, text, 6, 4), full=True)
+        assert block is not None and block.snippets and "Settings" in block.names
+        prompt = block.prompt_text()
+        assert "sk-live-0123456789" not in prompt and "tok-0123456789abc" not in prompt
+        assert 'token = "***"' in prompt and "api_key: str = '***'" in prompt
     finally:
         ws.stop()
