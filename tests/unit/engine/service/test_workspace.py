@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.service.cursor import CursorState, cursor_state
 from ghostfim.engine.service.workspace import DOCUMENT_UPDATE_S, WorkspaceContext
 
@@ -37,6 +38,24 @@ def started(tmp_path: Path, clock: Clock | None = None) -> tuple[WorkspaceContex
     ws.opened(uri, APP)
     assert ws.index.wait(20)
     return ws, uri
+
+
+def warmed(ws: WorkspaceContext, uri: str) -> DefinitionBlock:
+    """The document's first keystroke, then the warm-up that gives keystrokes its block."""
+    ws.block_for(at(uri, APP, 5, 4), full=False)
+    first = ws.switch_due(uri)
+    assert first is not None
+    ws.switched(uri, first)
+    return first
+
+
+def typed_close(ws: WorkspaceContext, uri: str, clock: Clock) -> str:
+    """The user finished a line that calls close(): the editor's text reaches the index."""
+    text = APP.replace("    \n", "    close(h)\n    \n")
+    clock.now += DOCUMENT_UPDATE_S
+    ws.edited(uri, text)
+    assert ws.index.wait(20)
+    return text
 
 
 def test_a_request_gets_the_definitions_of_the_names_used_near_it(tmp_path: Path) -> None:
@@ -75,15 +94,8 @@ def test_keystrokes_keep_the_block_and_a_pause_changes_it_only_for_new_names(
     clock = Clock()
     ws, uri = started(tmp_path, clock)
     try:
-        ws.block_for(at(uri, APP, 5, 4), full=False)
-        first = ws.switch_due(uri)
-        assert first is not None
-        ws.switched(uri, first)
-        # The user finished a line that calls close(): the editor's text reaches the index.
-        text = APP.replace("    \n", "    close(h)\n    \n")
-        clock.now += DOCUMENT_UPDATE_S
-        ws.edited(uri, text)
-        assert ws.index.wait(20)
+        first = warmed(ws, uri)
+        text = typed_close(ws, uri, clock)
         assert ws.block_for(at(uri, text, 6, 4), full=False) is first  # keystroke: sticky
         paused = ws.block_for(at(uri, text, 6, 4), full=True)  # a pause looks again
         assert paused is not None and set(paused.names) == {"connect", "close"}
@@ -194,16 +206,10 @@ def test_keystrokes_switch_to_a_pauses_new_block_only_once_it_is_prefilled(
     clock = Clock()
     ws, uri = started(tmp_path, clock)
     try:
-        ws.block_for(at(uri, APP, 5, 4), full=False)
-        first = ws.switch_due(uri)
-        assert first is not None
-        ws.switched(uri, first)
+        first = warmed(ws, uri)
         assert ws.block_for(at(uri, APP, 5, 4), full=False) is first
         assert ws.switch_due(uri) is None
-        text = APP.replace("    \n", "    close(h)\n    \n")
-        clock.now += DOCUMENT_UPDATE_S
-        ws.edited(uri, text)
-        assert ws.index.wait(20)
+        text = typed_close(ws, uri, clock)
         paused = ws.block_for(at(uri, text, 6, 4), full=True)
         assert paused is not first and paused is not None
         # Until the warm-up says the keystrokes' cache holds it, keystrokes keep the old one.
