@@ -66,7 +66,7 @@ from ghostfim.engine.context.definitions import (
     fit_block,
     select_definitions,
 )
-from ghostfim.engine.context.snippets import Window, most_similar, query_words, windows_of
+from ghostfim.engine.context.snippets import query_words
 
 LAYOUTS = ("none", "comment", "repo", "stubs-above")
 # Similar code from the workspace (engine/context/snippets.py), alone or after the stubs.
@@ -434,7 +434,6 @@ def run(args: argparse.Namespace) -> int:
         model_path = str(env.cache_dir() / "models" / MODELS[args.model])
     model = Model(model_path)
     indexes: dict[str, WorkspaceIndex] = {}
-    windows: dict[str, list[Window]] = {}
     summary = Summary()
     records: list[dict] = []
     started = time.perf_counter()
@@ -446,12 +445,6 @@ def run(args: argparse.Namespace) -> int:
             index.start([root])
             index.wait(120)
             indexes[folder] = index
-            if any(lay in SNIPPET_LAYOUTS for lay in layouts):
-                windows[folder] = [
-                    w
-                    for f in index.paths()
-                    for w in windows_of(f, Path(f).read_text(encoding="utf-8", errors="replace"))
-                ]
         index = indexes[folder]
         path = str(workspace / pick["file"])
         document = Path(path).read_text(encoding="utf-8")
@@ -466,18 +459,19 @@ def run(args: argparse.Namespace) -> int:
         block = fit_block(language_of(path), picked, args.budget, model.count)
         current = relative(path)
         snippets: list[tuple[str, str]] = []
-        if folder in windows:
+        if any(lay in SNIPPET_LAYOUTS for lay in layouts):
+            # The ranking the server uses: the index's snippet store (inverted index, the
+            # commonest words skipped), then the hit's lines read from disk.
             near = [(path, pick["line"] - 60, pick["line"] + 20)]
-            found = most_similar(
-                query_words(document[:at]), windows[folder], args.snippets, skip=near
-            )
             used = 0
-            for snip in found:
-                n = model.count(snip.window.text)
+            for hit in index.similar(query_words(document[:at]), args.snippets, skip=near):
+                lines = Path(hit.path).read_text(encoding="utf-8", errors="replace").split("\n")
+                text = "\n".join(lines[hit.line : hit.end])
+                n = model.count(text)
                 if used + n > args.snippet_budget:
                     continue
                 used += n
-                snippets.append((relative(snip.window.path), snip.window.text))
+                snippets.append((relative(hit.path), text))
         expected = pick["text"][len(pick["indent"]) :]
         record: dict = {
             "package": pick["package"],

@@ -24,6 +24,7 @@ from ghostfim.engine.memory import DEFAULT_MAX_DOCUMENT_MB
 from ghostfim.engine.secrets import redact_url
 from ghostfim.engine.setup.presets import PRESET_NAMES, model_identity
 from ghostfim.engine.text.stops import Multiline
+from ghostfim.engine.tuning import AUTO_MAX_TOKENS, DEFINITIONS_AUTO_MAX_TOKENS
 
 BackendKind = Literal["local", "llama-server", "openai", "ollama"]
 FilterMode = Literal["adaptive", "fixed", "off"]
@@ -94,11 +95,12 @@ class EngineConfig:
     acceptance_stats: bool = True  # keep acceptance statistics on this machine (never sent)
     extra_context: bool = False  # chunks of other files before full prompts (engine/context/)
     extra_context_tokens: int | None = None  # their token budget; None: auto, 0: off
-    # The definitions of the workspace names used near the cursor, before every prompt's prefix
-    # (engine/context/definitions.py, engine/service/workspace.py): "auto" or "off".
-    # Off by default: on the small model it cost more than it gave (docs/benchmarks.md, "The
-    # workspace in the prompt"); "auto" is for models that can use it.
-    workspace_context: WorkspaceContextMode = "off"
+    # The workspace's code most like the lines before the cursor, and the definitions of the
+    # workspace names used near it, before every prompt's prefix (engine/context/,
+    # engine/service/workspace.py): "auto" or "off". On by default: on code the small model has
+    # never seen it saves keystrokes and gets more first lines right (docs/benchmarks.md, "The
+    # workspace in the prompt").
+    workspace_context: WorkspaceContextMode = "auto"
     workspace_context_tokens: int | None = None  # their token budget; None: auto, 0: off
     backend: BackendKind = "local"
     backend_url: str = ""  # empty: the server's default port on 127.0.0.1
@@ -122,6 +124,22 @@ class EngineConfig:
             self.keystroke_prefill_ms,
             self.kv_snapshot_mb,
         )
+
+    @property
+    def full_prompt_tokens(self) -> int:
+        """The most a full prompt may hold: its text and, when on, the other files' chunks and
+        the workspace context at their budgets ("auto" at its cap). The explicit request's
+        deadline is sized from it."""
+        tokens = self.prefix_tokens + self.suffix_tokens
+        if self.extra_context:
+            tokens += _budget_or(self.extra_context_tokens, AUTO_MAX_TOKENS)
+        if self.workspace_context != "off":
+            tokens += _budget_or(self.workspace_context_tokens, DEFINITIONS_AUTO_MAX_TOKENS)
+        return tokens
+
+
+def _budget_or(tokens: int | None, auto_cap: int) -> int:
+    return auto_cap if tokens is None else tokens
 
 
 DEFAULTS = EngineConfig()  # what the layers below take when they are not told otherwise

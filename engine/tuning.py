@@ -48,7 +48,6 @@ MID_TOKEN_MAX_WAIT_MS = 200.0
 PAUSE_REFRESH_S = 0.35
 LULL_S = 0.25
 PREFETCH_MAX_TOKENS = 24
-SLOW_PREFILL_MS_PER_TOKEN = 15.0
 
 # --- typed-through reuse (engine/service/suggestions.py) -------------------------------------
 PREFIX_KEY_CHARS = 384
@@ -245,12 +244,6 @@ TABLE: tuple[Tuned, ...] = (
         "tokens",
         "the suggestion after an accepted one, prepared ahead",
         "by hand: a short line",
-    ),
-    Tuned(
-        "SLOW_PREFILL_MS_PER_TOKEN",
-        "ms/token",
-        "a model this slow to prefill gets an explicit deadline from its speed",
-        "measured: the small model on 2 CPU cores ~20",
     ),
     Tuned(
         "PREFIX_KEY_CHARS",

@@ -201,8 +201,9 @@ NOT_TRUST_SENSITIVE: dict[str, str] = {
     "extraContext": "text of documents open in this window, sent only where the user's own "
     "backend settings (restricted) already send the file being typed in",
     "extraContextTokens": "how much of that text",
-    "workspaceContext": "signatures from the workspace's own files (read, never run or "
-    "imported), sent only where the user's own backend settings already send the file",
+    "workspaceContext": "signatures and similar code from the workspace's own files (read, "
+    "never run or imported; secret-named string values hidden), sent only where the user's own "
+    "backend settings already send the file",
     "workspaceContextTokens": "how much of them",
     "kvSnapshotMb": "a memory budget that only the user's own editing fills",
     "maxDocumentMb": "which open documents get context picks: none past this size",

@@ -13,12 +13,11 @@ files; engine/service/workspace.py asks for them per request; engine/prompt/ lay
 
 from __future__ import annotations
 
-import heapq
 import keyword
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ghostfim.engine.memory import str_bytes
@@ -48,16 +47,13 @@ def words(text: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Window:
-    """Lines [line, line + len(lines)) of a file (0-based), with their identifiers."""
+    """Lines [line, end) of a file (0-based), by their identifiers: the store keeps no text
+    (a hit's lines are read from the file when a prompt takes them)."""
 
     path: str
     line: int
-    text: str
+    end: int
     words: frozenset[str]
-
-    @property
-    def end(self) -> int:
-        return self.line + self.text.count("\n") + 1
 
 
 def windows_of(path: str, text: str) -> list[Window]:
@@ -72,7 +68,7 @@ def windows_of(path: str, text: str) -> list[Window]:
             stop -= 1
         found = frozenset().union(*per_line[start:stop])
         if len(found) >= MIN_WORDS:
-            out.append(Window(path, start, "\n".join(lines[start:stop]), found))
+            out.append(Window(path, start, stop, found))
     return out
 
 
@@ -87,45 +83,6 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         return 0.0
     shared = len(a & b)
     return shared / (len(a) + len(b) - shared)
-
-
-@dataclass(frozen=True)
-class Snippet:
-    window: Window
-    similarity: float
-
-
-def most_similar(
-    query: frozenset[str],
-    candidates: Iterable[Window],
-    count: int,
-    *,
-    skip: Sequence[tuple[str, int, int]] = (),
-) -> list[Snippet]:
-    """The `count` windows most like `query`, best first, at most one per stretch of a file
-    (windows that overlap a better one are dropped), none inside a `skip` range
-    (path, first line, end line): the prompt already holds those lines."""
-    if not query or count <= 0:
-        return []
-
-    def skipped(w: Window) -> bool:
-        return any(w.path == p and w.line < end and w.end > first for p, first, end in skip)
-
-    scored = ((jaccard(query, w.words), w) for w in candidates if not w.words.isdisjoint(query))
-    best = heapq.nlargest(
-        count * 4,
-        ((s, -w.line, w) for s, w in scored if s >= MIN_SIMILARITY and not skipped(w)),
-        key=lambda t: (t[0], t[1], t[2].path),
-    )
-    chosen: list[Snippet] = []
-    for s, _, w in best:
-        if any(c.window.path == w.path and c.window.line < w.end and c.window.end > w.line
-               for c in chosen):  # fmt: skip
-            continue
-        chosen.append(Snippet(w, s))
-        if len(chosen) == count:
-            break
-    return chosen
 
 
 # --- the workspace's windows, searchable -------------------------------------------------------

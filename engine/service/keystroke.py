@@ -187,9 +187,7 @@ class Keystroke:
         """The model job within the request's deadline (a typed-through wait counts in it)."""
         service = self.service
         c = service.config
-        deadline = answer_deadline_s(
-            self.explicit, service.host.backend, c.prefix_tokens + c.suffix_tokens
-        )
+        deadline = answer_deadline_s(self.explicit, service.host.backend, c.full_prompt_tokens)
         deadline = max(0.0, deadline - self.waited_s)
         try:
             return await asyncio.wait_for(self._until_answered(), deadline)

@@ -3,10 +3,14 @@ time (engine/env.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ghostfim.engine import env
+from ghostfim.engine.config import EngineConfig
 from ghostfim.engine.service.deadline import answer_deadline_s, hold_limit_s
+from ghostfim.engine.tuning import AUTO_MAX_TOKENS, DEFINITIONS_AUTO_MAX_TOKENS
 from tests.support.fakes import FakeBackend, cursor, serving
 
 
@@ -24,7 +28,10 @@ def test_explicit_deadline_follows_the_measured_prefill_speed() -> None:
     tokens = 1024
     assert answer_deadline_s(True, None, tokens) == automatic  # no model yet
     assert answer_deadline_s(True, Backend(None), tokens) == automatic  # remote
-    assert answer_deadline_s(True, Backend(7.0), tokens) == automatic  # fast model
+    assert answer_deadline_s(True, Backend(2.0), tokens) == automatic  # fast model: ~2 s
+    # this machine's small model on 2 cores: a full prompt with workspace context (~1,350
+    # tokens) prefills in ~6 s, which the automatic deadline cut before its first line
+    assert 14.0 < answer_deadline_s(True, Backend(4.5), 1350) < 15.0  # twice 6.1 s, plus 2 s
     slow = Backend(21.0)
     assert answer_deadline_s(False, slow, tokens) == automatic  # automatic
     assert 40.0 < answer_deadline_s(True, slow, tokens) < 50.0  # ~21.5 s, twice plus 2 s
@@ -39,6 +46,19 @@ def test_explicit_requests_on_a_slow_model_get_longer() -> None:
     assert answer_deadline_s(True, slow, 1024) > automatic
     assert answer_deadline_s(True, fast, 1024) == automatic
     assert answer_deadline_s(False, slow, 1024) == automatic
+
+
+def test_the_explicit_deadline_counts_the_context_a_full_prompt_may_hold() -> None:
+    plain = EngineConfig(prefix_tokens=512, suffix_tokens=128, workspace_context="off")
+    assert plain.full_prompt_tokens == 640
+    workspace = replace(plain, workspace_context="auto")
+    assert workspace.full_prompt_tokens == 640 + DEFINITIONS_AUTO_MAX_TOKENS  # auto: its cap
+    both = replace(workspace, workspace_context_tokens=200, extra_context=True)
+    assert both.full_prompt_tokens == 640 + 200 + AUTO_MAX_TOKENS
+    model = Backend(4.5)
+    assert answer_deadline_s(True, model, workspace.full_prompt_tokens) > answer_deadline_s(
+        True, model, plain.full_prompt_tokens
+    )
 
 
 def test_the_deadlines_are_read_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
