@@ -28,7 +28,14 @@ prompt in every layout, decoded once):
   most like the 12 lines before the cursor (engine/context/snippets.py; none from the lines
   around the pick, which the prompt holds), within `--snippet-budget` tokens: as comments
   under "Compare this snippet from <file>:" (Copilot's form), as code under a comment naming
-  the file, or as code after the stubs as code.
+  the file, or as code after the stubs as code;
+- `ring-repo`, `ring-code`, `ring+snip`: the `extraContext` ring (engine/context/ring.py) as an
+  editor holding the `--neighbors` files nearest by name in the pick's folder open would have
+  it (each file's top chunk, ring order, the newest that fit `--ring-budget` tokens, none that
+  the prompt's own window holds): in the repository-level layout extraContext uses
+  (`<|repo_name|>`, `<|file_sep|>` per chunk, engine/context/extra.py), as code under a
+  comment naming the file at the top of the prefix (the snippets' layout), or that followed by
+  the snippets as code.
 
     python -m bench.context_layout --model small --kinds cross,plain \
         --layouts none,stubs-above,snip-comment,snip-code,stubs+snip --limit 80
@@ -71,6 +78,8 @@ from ghostfim.engine.context.snippets import query_words
 LAYOUTS = ("none", "comment", "repo", "stubs-above")
 # Similar code from the workspace (engine/context/snippets.py), alone or after the stubs.
 SNIPPET_LAYOUTS = ("snip-comment", "snip-code", "stubs+snip")
+# The extraContext ring's chunks of neighbouring files, in the layout it uses and in the snippets'.
+RING_LAYOUTS = ("ring-repo", "ring-code", "ring+snip")
 PREFIX_TOKENS = 512
 SUFFIX_TOKENS = 128
 MAX_NEW_TOKENS = 48
@@ -159,11 +168,25 @@ def build_prompt(
     project: str,
     current: str,
     snippets: Sequence[tuple[str, str]] = (),
+    ring: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[Part], list[Part]]:
     """(context parts, FIM parts): the prompt is their concatenation; the context parts are
     what the layout adds to plain FIM (none when the block is empty)."""
     fim_tail = [text(prefix), special("<|fim_suffix|>"), text(suffix), special("<|fim_middle|>")]
     mark = comment_mark(block.language)
+    if layout in RING_LAYOUTS:
+        if not ring:
+            return [], [special("<|fim_prefix|>"), *fim_tail]
+        if layout == "ring-repo":
+            context: list[Part] = [special("<|repo_name|>"), text(f"{project}\n")]
+            for file, body in ring:
+                context += [special("<|file_sep|>"), text(f"{file}\n{body}\n")]
+            context += [special("<|file_sep|>"), text(f"{current}\n")]
+            return context, [special("<|fim_prefix|>"), *fim_tail]
+        chunks = snippets_text(ring, mark, as_comment=False)
+        if layout == "ring+snip":
+            chunks = chunks.rstrip("\n") + "\n\n" + snippets_text(snippets, mark, as_comment=False)
+        return [text(chunks)], [special("<|fim_prefix|>"), *fim_tail]
     if layout in SNIPPET_LAYOUTS:
         stubs = stubs_code(block) if layout == "stubs+snip" and block else ""
         extra = snippets_text(snippets, mark, as_comment=layout == "snip-comment")
@@ -177,7 +200,7 @@ def build_prompt(
     if layout == "stubs-above":
         return [text(stubs_code(block))], [special("<|fim_prefix|>"), *fim_tail]
     if layout == "repo":
-        context: list[Part] = [special("<|repo_name|>"), text(f"{project}\n")]
+        context = [special("<|repo_name|>"), text(f"{project}\n")]
         for file, stubs in block.files():
             context += [special("<|file_sep|>"), text(f"{file}\n{stubs}\n")]
         context += [special("<|file_sep|>"), text(f"{current}\n")]
@@ -188,7 +211,7 @@ def build_prompt(
 def assemble(layout: str, context: list[Part], fim: list[Part]) -> list[Part]:
     """The prompt's parts in order: `repo`'s context before everything; `comment`'s and
     `stubs-above`'s after `<|fim_prefix|>` (the top of the prefix)."""
-    if layout in ("comment", "stubs-above", *SNIPPET_LAYOUTS) and context:
+    if layout in ("comment", "stubs-above", "ring-code", "ring+snip", *SNIPPET_LAYOUTS) and context:
         return [fim[0], *context, *fim[1:]]
     return [*context, *fim]
 
@@ -412,6 +435,33 @@ class Model:
         return out.decode("utf-8", errors="replace"), n
 
 
+def ring_chunks(
+    path: Path, window: str, neighbors: int, budget: int, count: Callable[[str], int]
+) -> list[tuple[str, str]]:
+    """(file, chunk) of the extraContext ring as an editor would hold it with the `neighbors`
+    files nearest by name in `path`'s folder opened before it (each file's top chunk, as the
+    ring picks at didOpen; engine/context/ring.py), ring order, the newest that fit `budget`
+    tokens, none that `window` (the prompt's own text) mostly holds."""
+    from ghostfim.engine.context.ring import IN_WINDOW, ContextRing, containment, key_lines
+
+    folder = sorted(p for p in path.parent.iterdir() if p.suffix == path.suffix)
+    at = folder.index(path)
+    nearest = sorted((p for p in folder if p != path), key=lambda p: abs(folder.index(p) - at))
+    ring = ContextRing()
+    for other in reversed(nearest[:neighbors]):  # the nearest opened last: the newest
+        ring.pick(other.read_text(encoding="utf-8", errors="replace"), str(other))
+    ring.commit(force=True)
+    seen = key_lines(window)
+    chosen: list[tuple[str, str]] = []
+    left = budget
+    for chunk in reversed(ring.snapshot()):  # the newest first, each if it still fits
+        n = count(f"{chunk.filename}\n{chunk.text}")
+        if containment(chunk.lines, seen) < IN_WINDOW and n <= left:
+            chosen.append((chunk.filename, chunk.text.rstrip("\n")))
+            left -= n
+    return chosen[::-1]
+
+
 # --- the run ---------------------------------------------------------------------------------
 def language_of(path: str) -> str:
     return "python" if path.endswith(".py") else "typescript"
@@ -459,7 +509,7 @@ def run(args: argparse.Namespace) -> int:
         block = fit_block(language_of(path), picked, args.budget, model.count)
         current = relative(path)
         snippets: list[tuple[str, str]] = []
-        if any(lay in SNIPPET_LAYOUTS for lay in layouts):
+        if any(lay in (*SNIPPET_LAYOUTS, "ring+snip") for lay in layouts):
             # The ranking the server uses: the index's snippet store (inverted index, the
             # commonest words skipped), then the hit's lines read from disk.
             near = [(path, pick["line"] - 60, pick["line"] + 20)]
@@ -472,6 +522,12 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 used += n
                 snippets.append((relative(hit.path), text))
+        ring: list[tuple[str, str]] = []
+        if any(lay in RING_LAYOUTS for lay in layouts):
+            ring = ring_chunks(
+                Path(path), prefix + suffix, args.neighbors, args.ring_budget, model.count
+            )
+            ring = [(relative(file), body) for file, body in ring]
         expected = pick["text"][len(pick["indent"]) :]
         record: dict = {
             "package": pick["package"],
@@ -484,6 +540,7 @@ def run(args: argparse.Namespace) -> int:
             "candidates": len(picked),
             "used_name_given": any(u[0].split(".")[-1] in block.names for u in pick["uses"]),
             "snippets": [f for f, _ in snippets],
+            "ring": [f for f, _ in ring],
             "used_name_in_snippets": any(
                 u[0].split(".")[-1] in body for u in pick["uses"] for _, body in snippets
             ),
@@ -492,7 +549,7 @@ def run(args: argparse.Namespace) -> int:
         plain: dict | None = None
         for layout in layouts:
             context, fim = build_prompt(
-                layout, prefix, suffix, block, pick["package"], current, snippets
+                layout, prefix, suffix, block, pick["package"], current, snippets, ring
             )
             if not context and plain is not None:
                 record["layouts"][layout] = dict(plain, same_as_none=True)
@@ -570,6 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=256, help="tokens for the definitions")
     ap.add_argument("--snippets", type=int, default=2, help="similar windows at most")
     ap.add_argument("--snippet-budget", type=int, default=320, help="tokens for the snippets")
+    ap.add_argument("--neighbors", type=int, default=3, help="files open for the ring")
+    ap.add_argument("--ring-budget", type=int, default=512, help="tokens for the ring's chunks")
     ap.add_argument("--limit", type=int, default=0, help="the first N picks (interleaved)")
     ap.add_argument("--json", default="")
     ap.add_argument("--report", default="", help="print the tables of a run's JSON; no model")

@@ -3,6 +3,8 @@ the pick order (no model)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.context_layout import (
@@ -17,6 +19,7 @@ from bench.context_layout import (
     prefix_window,
     render,
     report,
+    ring_chunks,
     score,
     stubs_code,
     suffix_window,
@@ -72,6 +75,32 @@ def test_stubs_above_are_code_under_a_file_line() -> None:
 @pytest.mark.parametrize("layout", ["comment", "repo", "stubs-above"])
 def test_no_definitions_is_plain_fim(layout: str) -> None:
     assert prompt(layout, EMPTY) == prompt("none")
+
+
+RING = [("pkg/d.py", "import os\n\ndef helper():\n    return os.sep")]
+
+
+def test_the_ring_in_its_repo_layout_and_as_code_opening_the_prefix() -> None:
+    def ring_prompt(layout: str, ring: list[tuple[str, str]] = RING) -> str:
+        context, fim = build_prompt(
+            layout, "x = ", "\n", EMPTY, "proj", "pkg/c.py", [("pkg/e.py", "y = 2")], ring
+        )
+        return render(assemble(layout, context, fim))
+
+    assert ring_prompt("ring-repo") == (
+        "<|repo_name|>proj\n<|file_sep|>pkg/d.py\nimport os\n\ndef helper():\n    return os.sep\n"
+        "<|file_sep|>pkg/c.py\n<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|>"
+    )
+    assert ring_prompt("ring-code") == (
+        "<|fim_prefix|># pkg/d.py\nimport os\n\ndef helper():\n    return os.sep\n\n"
+        "x = <|fim_suffix|>\n<|fim_middle|>"
+    )
+    assert ring_prompt("ring+snip").startswith(
+        "<|fim_prefix|># pkg/d.py\nimport os\n\ndef helper():\n    return os.sep\n\n"
+        "# pkg/e.py\ny = 2\n\n"
+    )
+    for layout in ("ring-repo", "ring-code", "ring+snip"):  # an empty ring: plain FIM
+        assert ring_prompt(layout, []) == "<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|>"
 
 
 def test_unknown_layout() -> None:
@@ -147,3 +176,21 @@ def test_summarize_rescores_and_splits_cross_by_the_name_given() -> None:
     assert strict.cells[(NOT_GIVEN, "comment")].exact == 0
     assert summarize(records, ["comment"], lenient=True).cells[("cross", "comment")].exact == 2
     assert "| cross, name in block | comment | 1 | 1/1 (1.000) |" in report(records, ["comment"])
+
+
+def count(s: str) -> int:
+    return len(s) // 4
+
+
+def test_the_ring_holds_the_tops_of_the_nearest_files_opened_before(tmp_path: Path) -> None:
+    body = "import os\n\n\ndef {name}(path):\n    return os.path.join(path, '{name}')\n"
+    for name in ("a", "b", "c", "d", "e"):
+        (tmp_path / f"{name}.py").write_text(body.format(name=name))
+    chunks = ring_chunks(tmp_path / "c.py", "x = 1\n", 2, 512, count)
+    assert sorted(Path(f).name for f, _ in chunks) == ["b.py", "d.py"]  # the nearest two
+    assert all(text.startswith("import os") for _, text in chunks)  # each file's top
+    assert ring_chunks(tmp_path / "c.py", "x = 1\n", 2, 10, count) == []  # nothing fits
+    held = body.format(name="b")  # a chunk the prompt's own window holds is left out
+    assert [Path(f).name for f, _ in ring_chunks(tmp_path / "c.py", held, 2, 512, count)] == [
+        "d.py"
+    ]
