@@ -98,8 +98,9 @@ class EngineConfig:
     # The workspace's code most like the lines before the cursor, and the definitions of the
     # workspace names used near it, before every prompt's prefix (engine/context/,
     # engine/service/workspace.py): "auto" or "off". On by default: on code the small model has
-    # never seen it saves keystrokes and gets more first lines right (docs/benchmarks.md, "The
-    # workspace in the prompt").
+    # never seen, explicit requests get far more lines right that use another module's names,
+    # at no cost to what the accepting users take (docs/benchmarks.md, "The workspace in the
+    # prompt").
     workspace_context: WorkspaceContextMode = "auto"
     workspace_context_tokens: int | None = None  # their token budget; None: auto, 0: off
     backend: BackendKind = "local"
