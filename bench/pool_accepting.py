@@ -2,6 +2,9 @@
 
     python -m bench.pool_accepting bench/results/accepting-user.json other-run.json ...
 
+Either benchmark's JSON: bench/replay.py's (`results`) or bench/workspace_bench.py's (`replay`,
+each pass's `summary`).
+
 One replay pass has 7-15 accepts, so a single run's ratios move by a third from one run to the
 next (the same system, the same seed). This sums keystrokes saved, refusals and server CPU
 seconds over the runs and divides by all their characters, per system and user.
@@ -13,6 +16,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -29,10 +33,18 @@ class Pooled:
         return 100 * value / self.chars if self.chars else 0.0
 
 
+def passes(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each pass's figures by its name (system/user)."""
+    if "results" in run:
+        results: dict[str, dict[str, Any]] = run["results"]
+        return results
+    return {name: p["summary"] for name, p in run["replay"].items()}
+
+
 def pool(paths: list[Path]) -> dict[str, Pooled]:
     pooled: dict[str, Pooled] = {}
     for path in paths:
-        for name, r in json.loads(path.read_text())["results"].items():
+        for name, r in passes(json.loads(path.read_text())).items():
             if r.get("user") in (None, "none"):
                 continue  # no accepting user in this pass
             p = pooled.setdefault(name, Pooled())

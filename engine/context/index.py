@@ -13,7 +13,8 @@ dict lookups). But the thread holds the GIL while the parser runs on one file (P
 does not let go of it), and another thread of the process waits that long: a thread ticking
 every 1 ms waited 108 ms at most (p99 31 ms) while the bench corpus was indexed, 382 ms (p99
 77 ms) on a site-packages of 4,241 files, whose largest files are near the 512 kB cap
-(bench/workspace_corpus.py --measure, on 2 shared cores).
+(bench/workspace_corpus.py --measure, on 2 shared cores). The thread runs at a lower priority
+(INDEX_NICE, Linux) so that the model's threads get the cores first.
 
 Bounded (files.Limits): a cap on files, on each file's size (larger ones are skipped), on the
 source read and on what the index keeps; past a cap the index holds what it had (`capped`).
@@ -55,6 +56,11 @@ from ghostfim.engine.memory import ENTRY_BYTES, CacheUsage, str_bytes
 log = logging.getLogger("ghostfim.index")
 
 State = Literal["off", "indexing", "ready", "capped"]
+# The index thread's nice value (Linux: a thread has its own): the model's threads, which a
+# keystroke waits for, get the cores first. (Beside a build at the default priority, the
+# server measured the model's prefill speed up to a third slower while loading, and sized
+# every keystroke's window by that: docs/benchmarks.md.)
+INDEX_NICE = 10
 STOP_WAIT_S = 5.0  # stop() waits this long for the thread (it checks between files)
 # A window's share of the snippet store, besides its word ids (4 bytes each) and the
 # vocabulary: its entries in the store's arrays and postings. (The bench corpus: 85,000
@@ -270,6 +276,7 @@ class WorkspaceIndex:
         self._tasks.put(task)
 
     def _run(self, stop: threading.Event, tasks: queue.SimpleQueue[_Task | None]) -> None:
+        lower_this_threads_priority()
         while True:
             task = tasks.get()
             if task is None or stop.is_set():
@@ -472,3 +479,15 @@ class WorkspaceIndex:
 def _js_module(rel: str) -> str:
     """A JS/TS file's module path: its path from the root without its suffix."""
     return rel[: -len(".d.ts")] if rel.endswith(".d.ts") else os.path.splitext(rel)[0]
+
+
+def lower_this_threads_priority() -> None:
+    """Give the calling thread INDEX_NICE (Linux only: elsewhere `setpriority` on a thread id
+    is not per thread). Best effort: an index at the default priority still works."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(INDEX_NICE, os.getpriority(os.PRIO_PROCESS, tid)))
+    except OSError as exc:
+        log.debug("workspace index: priority unchanged (%s)", exc)

@@ -9,7 +9,8 @@ used (LRU) and which document wrote it.
   evicts the prompt the next keystroke extends, and vice versa.
 - Slots 1 and 2 take keystroke prompts: the one typing extends, and one where a wider window is
   prepared in the background. A prompt goes to the keystroke slot that shares most of it; when
-  neither shares a useful part, to the one used longest ago.
+  neither shares a useful part, to the one used longest ago. Background work never cuts into
+  the text before the cursor in the slot typing extends (`typed_into`).
 
 Switching files would make every return a cold start: editing A, then B, then C evicts A's
 window. So before a keystroke slot is overwritten, its cells are serialized
@@ -99,6 +100,10 @@ class KvSlots:
         self._snapshot_bytes_used = 0
         self._snapshot_ids = 0
         self.stats = SnapshotStats()
+        # The keystroke slot the user types into, and how many of its tokens are the text
+        # before the cursor there: background work (a widen, a block switch) must not take it
+        # (`plan_keystroke`).
+        self._typing: tuple[int, int] | None = None
 
     # --- room ------------------------------------------------------------------------------
     @property
@@ -138,29 +143,51 @@ class KvSlots:
     def plan_full(self) -> SlotPlan:
         return SlotPlan(SLOT_FULL, self.tokens(SLOT_FULL))
 
-    def plan_keystroke(self, tokens: list[int]) -> SlotPlan:
+    def plan_keystroke(self, tokens: list[int], background: bool = False) -> SlotPlan:
         """The keystroke slot for a prompt whose text before the edit point is `tokens`.
 
         The slot that shares most of it; when neither shares a useful part (a BOS token is no
         reason to evict), the one used longest ago, since the other holds what the user types
-        into. A snapshot that shares more than that slot does is restored into it."""
+        into. A snapshot that shares more than that slot does is restored into it.
+
+        Background work never cuts into the text the user types after: a prompt that shares
+        only its start with that slot (the workspace block at the top of a wider window) would
+        otherwise go there, and the next keystroke would pay its whole window again. It takes
+        the other slot."""
+        candidates = self._slots_for(tokens, background)
 
         def shared(slot: int) -> int:
             n = common_prefix_len(self._slots[slot].tokens, tokens)
             return n if n >= MIN_USEFUL_REUSE else 0
 
-        slot = max(KEYSTROKE_SLOTS, key=lambda s: (shared(s), -self._slots[s].used))
+        slot = max(candidates, key=lambda s: (shared(s), -self._slots[s].used))
         best = shared(slot)
         if best >= len(tokens) - 1:
             return SlotPlan(slot, self.tokens(slot))  # the usual keystroke: warm
         snapshot = self._best_snapshot(tokens, better_than=best)
         if snapshot is None:
             return SlotPlan(slot, self.tokens(slot))
-        if best:
+        if best and len(candidates) > 1:
             # A slot holds part of it, but a snapshot holds more: restore into the other one,
             # which keeps what the first slot has.
-            slot = max(KEYSTROKE_SLOTS, key=lambda s: (s != slot, -self._slots[s].used))
+            slot = max(candidates, key=lambda s: (s != slot, -self._slots[s].used))
         return SlotPlan(slot, list(snapshot.tokens), snapshot)
+
+    def typed_into(self, slot: int, before_cursor: int) -> None:
+        """An interactive keystroke prefilled `slot`, its first `before_cursor` tokens the text
+        before the cursor."""
+        self._typing = (slot, before_cursor)
+
+    def _slots_for(self, tokens: list[int], background: bool) -> tuple[int, ...]:
+        """The keystroke slots a prompt may take: background work spares the typing slot
+        unless it keeps all the text before the cursor there (a prefetch extends it)."""
+        if not background or self._typing is None:
+            return KEYSTROKE_SLOTS
+        typing, before_cursor = self._typing
+        held = self._slots[typing].tokens
+        if common_prefix_len(held, tokens) >= min(before_cursor, len(held)):
+            return KEYSTROKE_SLOTS
+        return tuple(s for s in KEYSTROKE_SLOTS if s != typing)
 
     def _best_snapshot(self, tokens: list[int], better_than: int) -> Snapshot | None:
         found, found_n = None, max(better_than, MIN_USEFUL_REUSE - 1)

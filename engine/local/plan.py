@@ -120,7 +120,7 @@ class Planner:
             prompt, slot = parts[0].prompt(), self.slots.plan_full()
             stable = 0
         else:
-            prompt, slot = self._keystroke(parts)
+            prompt, slot = self._keystroke(parts, request.background)
             stable = 0 if request.background else prompt.stable_tokens
         chunk = self.chunk_tokens(request.background, request.mode == "full")
         return PromptPlan(prompt, slot, chunk, stable)
@@ -136,33 +136,37 @@ class Planner:
         return max(MIN_CHUNK_TOKENS, min(self.max_chunk_tokens, within))
 
     # --- keystroke prompts ---------------------------------------------------------------------
-    def _keystroke(self, parts: Sequence[PromptParts]) -> tuple[Prompt, SlotPlan]:
+    def _keystroke(
+        self, parts: Sequence[PromptParts], background: bool = False
+    ) -> tuple[Prompt, SlotPlan]:
         """The wide window when it is warm, the narrow one when only that is warm, else the
         widest whose new tokens fit a cold start (see the module's docstring)."""
         affordable = self.cost.tokens_within(self.keystroke_prefill_ms)
-        wide, wide_slot, wide_new = self._candidate(parts[0], narrow=False)
+        wide, wide_slot, wide_new = self._candidate(parts[0], False, background)
         if len(parts) < 2 or wide_new <= affordable:
             return wide, wide_slot  # warm: the usual keystroke
-        narrow, narrow_slot, narrow_new = self._candidate(parts[1], narrow=True)
+        narrow, narrow_slot, narrow_new = self._candidate(parts[1], True, background)
         if narrow_new <= affordable:
             return narrow, narrow_slot
         if wide_new > self.cost.tokens_within(KEYSTROKE_START_MS):
             return narrow, narrow_slot
         return wide, wide_slot
 
-    def _candidate(self, parts: PromptParts, narrow: bool) -> tuple[Prompt, SlotPlan, int]:
+    def _candidate(
+        self, parts: PromptParts, narrow: bool, background: bool
+    ) -> tuple[Prompt, SlotPlan, int]:
         """The keystroke prompt of one window, its slot, its new tokens."""
-        slot = self._slot_for(parts)
+        slot = self._slot_for(parts, background)
         prompt = replace(self._layout(parts, slot.cached), narrow=narrow)
         return prompt, slot, len(prompt.tokens) - slot.reuse(prompt.tokens)
 
-    def _slot_for(self, parts: PromptParts) -> SlotPlan:
+    def _slot_for(self, parts: PromptParts, background: bool = False) -> SlotPlan:
         """Matched on the FIM head (the whole-suffix layout) and on the plain prefix (the CPU
         layout), whichever a slot or snapshot holds more of."""
         heads = [parts.head]
         if parts.plain_head and list(parts.plain_head) != parts.head:
             heads.append(list(parts.plain_head))
-        plans = [(self.slots.plan_keystroke(head), head) for head in heads]
+        plans = [(self.slots.plan_keystroke(head, background), head) for head in heads]
         return max(plans, key=lambda p: p[0].reuse(p[1]))[0]
 
     def _layout(self, parts: PromptParts, cached: list[int]) -> Prompt:

@@ -327,6 +327,8 @@ class ModelSession:
         keep = min(plan.slot.reuse(tokens), len(tokens) - 1)  # the last one gives the logits
         self._prefill_progress = (keep, 0)
         prepare_slot(self.slots, self.model, plan.slot, doc_id, keep)
+        if stable:  # an interactive keystroke (background and full prompts have none)
+            self.slots.typed_into(plan.slot.slot, stable)
         todo = tokens[keep:]
         offset = 0
         pick: tuple[int, float] | None = None

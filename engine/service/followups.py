@@ -9,6 +9,7 @@
 - warm-up: a new backend prefills the last document's context, so its first keystroke is warm;
 - block switch: full prompts moved on to new workspace context (engine/service/workspace.py);
   the keystrokes' KV cache gets it in the user's next lull, and only then do keystrokes use it.
+  It prefills the wide window with the new block, so it stands in for the widen.
 
 Each runs at its own priority (engine/service/scheduler.py): refresh > prefetch > widen and
 warm-up; any keystroke drops them (an interactive job preempts background work), losing the
@@ -78,12 +79,15 @@ class FollowUps:
         if completion is None or self._stopped:
             return
         number = record.latest
-        if completion.widen:
+        if self.requests.block_switch(state) is not None:
+            # The switch prefills the wide window with the new block: it is the widen too
+            # (both at once would prefill the wide window twice, the lull being too short for
+            # one on a CPU).
+            self._after(LULL_S, record, number, lambda: self.switch_block(state))
+        elif completion.widen:
             # At the first lull; at a pause it runs before the refresh is asked for, which
             # then waits for it (as a keystroke there soon will use the wide window).
             self._after(LULL_S, record, number, lambda: self.widen(state))
-        if self.requests.block_switch(state) is not None:
-            self._after(LULL_S, record, number, lambda: self.switch_block(state))
         if completion.cancelled:
             return
         refresh = not explicit and completion.suffix_cut

@@ -5,13 +5,14 @@ one file imports resolved to other files' definitions."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ghostfim.engine.context.files import Limits
-from ghostfim.engine.context.index import WorkspaceIndex
+from ghostfim.engine.context.index import INDEX_NICE, WorkspaceIndex
 
 WAIT_S = 20.0
 
@@ -58,6 +59,20 @@ def test_the_thread_builds_the_index_and_status_says_ready(
     assert index._thread is not None and index._thread.daemon
     index.stop()
     assert index.status().state == "off" and index.status().files == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice: Linux")
+def test_the_index_thread_yields_the_cores_to_the_model(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    """The model's threads (what a keystroke waits for) come first: the index thread runs at
+    a lower priority than the process, which keeps its own."""
+    write(tmp_path, {"a.py": "def f(): ...\n"})
+    built(index, tmp_path)
+    assert index._thread is not None and index._thread.native_id is not None
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, index._thread.native_id) >= max(INDEX_NICE, process)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == process
 
 
 def test_gitignore_venvs_node_modules_build_output_and_hidden_dirs_are_skipped(

@@ -89,6 +89,29 @@ def test_a_keystroke_goes_to_the_slot_that_shares_it_else_the_oldest() -> None:
     assert slots.plan_full().slot == SLOT_FULL
 
 
+def test_background_work_spares_the_slot_the_user_types_into() -> None:
+    """The workspace block starts both keystroke windows: a widen (the block, then a wider
+    window) shares the block with the narrow window the user types into, and would cut it
+    there. It goes to the other slot; a prefetch, which extends what the user typed, stays."""
+    store = FakeStore()
+    slots = KvSlots(n_ctx=3 * 1024)
+    block = window(5, 40)
+    narrow = [*block, *window(6, 30)]
+    typing = fill(slots, store, narrow, "a")
+    slots.typed_into(typing, len(narrow))
+    wide = [*block, *window(7, 120)]
+    assert slots.plan_keystroke(wide).slot == typing  # a keystroke: the slot sharing most
+    spare = slots.plan_keystroke(wide, background=True)
+    assert spare.slot != typing and spare.slot in KEYSTROKE_SLOTS
+    assert slots.plan_keystroke([*narrow, 1, 2], background=True).slot == typing  # a prefetch
+    # The widen is done and the user types into its slot: the narrow one is fair game.
+    prepare_slot(slots, store, spare, "a", 0)
+    slots.append(spare.slot, wide)
+    slots.typed_into(spare.slot, len(wide))
+    assert slots.plan_keystroke([*block, *window(8, 120)], background=True).slot == typing
+    assert slots.tokens(typing) == narrow  # nothing cut it meanwhile
+
+
 def test_an_evicted_window_is_kept_and_restored_when_the_user_is_back() -> None:
     store = FakeStore()
     slots = KvSlots(n_ctx=3 * 1024)

@@ -4,6 +4,7 @@ gpu_offload_available), tested here on machines simulated with monkeypatch."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,32 @@ def test_an_uncalibrated_session_knows_no_prefill_speed(tiny_gguf: Path) -> None
         assert session.cost_at_load is None and session.expected_prefill_ms(100) is None
         loading.calibrate_prefill(session)
         assert session.cost_at_load is not None and session.slots.length(0) == 0
+    finally:
+        session.close()
+
+
+def test_calibration_takes_each_sizes_fastest_decode(
+    tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something else had the CPU during the first timings (the workspace index starting):
+    the keystroke windows, sized once from the calibration, must not shrink for it."""
+    session = open_model_file(tiny_gguf, n_ctx=1024, calibrate=False)
+    try:
+        decode = session.model.decode
+        calls = [0]
+
+        def busy_at_first(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] <= 3:  # the warm-up decode, then one of each size
+                time.sleep(0.3)
+            return decode(*args, **kwargs)
+
+        monkeypatch.setattr(session.model, "decode", busy_at_first)
+        loading.calibrate_prefill(session)
+        assert calls[0] == 1 + 2 * loading.CALIBRATION_REPEATS
+        assert session.cost_at_load is not None
+        fixed, per_token = session.cost_at_load
+        assert fixed < 100 and per_token < 100 / 64  # the slow ones did not count
     finally:
         session.close()
 

@@ -182,8 +182,9 @@ async def test_keystrokes_get_a_pauses_new_workspace_block_after_its_prefill_at_
     cleanup: list,
 ) -> None:
     """Full prompts moved on to a new block: the keystrokes' slot is prefilled with it at the
-    next lull (a droppable warm-up), and only then do keystrokes take it."""
-    backend = FakeBackend(script=lambda r: "abc")
+    next lull (a droppable warm-up, which is the widen too), and only then do keystrokes take
+    it."""
+    backend = FakeBackend(script=lambda r: "abc", narrow=True)  # the keystroke asks to widen
     service, _ = await serving(backend)
     cleanup.append(service)
     new = DefinitionBlock("python", (ContextEntry("area", "geo.py", "def area(w, h): ..."),))
@@ -200,3 +201,5 @@ async def test_keystrokes_get_a_pauses_new_workspace_block_after_its_prefill_at_
     [warm] = [r for r in backend.requests if r.background and r.definitions is new]
     assert warm.mode == "keystroke" and warm.max_tokens == 0 and warm.prefix == state.prefix
     assert switched == [new]
+    # The switch prefills the wide window (with the block): no widen of its own beside it.
+    assert [r for r in backend.requests if r.background and r.max_tokens == 0] == [warm]
