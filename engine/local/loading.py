@@ -145,8 +145,8 @@ def calibrate_prefill(session: ModelSession) -> None:
     model, cost = session.model, session.cost
     token = session.tokenize("\n")[0]
     fastest: dict[int, float] = {}
-    sizes = (1, *(size for _ in range(CALIBRATION_REPEATS) for size in (1, min(64, model.n_batch))))
-    for i, n in enumerate(sizes):
+    sizes = (1, min(64, model.n_batch)) * CALIBRATION_REPEATS
+    for i, n in enumerate((1, *sizes)):
         model.kv_clear()
         start = time.perf_counter()
         model.decode([token] * n, 0, want_logits=True)
