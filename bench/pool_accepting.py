@@ -3,7 +3,8 @@
     python -m bench.pool_accepting bench/results/accepting-user.json other-run.json ...
 
 Either benchmark's JSON: bench/replay.py's (`results`) or bench/workspace_bench.py's (`replay`,
-each pass's `summary`).
+each pass's `summary`), or a file of several such reports under `runs` (bench/results/ keeps a
+multi-seed run that way).
 
 One replay pass has 7-15 accepts, so a single run's ratios move by a third from one run to the
 next (the same system, the same seed). This sums keystrokes saved, refusals and server CPU
@@ -41,10 +42,18 @@ def passes(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: p["summary"] for name, p in run["replay"].items()}
 
 
+def reports(path: Path) -> list[dict[str, Any]]:
+    """The benchmark reports a file holds: itself, or those under `runs` (a list, or a dict
+    by seed)."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    runs = data.get("runs") or [data]
+    return list(runs.values()) if isinstance(runs, dict) else list(runs)
+
+
 def pool(paths: list[Path]) -> dict[str, Pooled]:
     pooled: dict[str, Pooled] = {}
-    for path in paths:
-        for name, r in passes(json.loads(path.read_text())).items():
+    for run in (r for path in paths for r in reports(path)):
+        for name, r in passes(run).items():
             if r.get("user") in (None, "none"):
                 continue  # no accepting user in this pass
             p = pooled.setdefault(name, Pooled())

@@ -575,7 +575,9 @@ async def run_pass(
         if not args.baseline_server:
             raise SystemExit("ghostfim-baseline needs --baseline-server 'CMD serve'")
         command = shlex.split(args.baseline_server)
-        return await run_ghostfim(traces, args.model, settings, command, user=user, pace=pace)
+        return await run_ghostfim(
+            traces, args.model, settings, command, user=user, pace=pace, workspace=args.workspace
+        )
     if system == "llama-server":
         return await run_llama_server(traces, model_path, user=user, pace=pace)
     if user != "none":
@@ -706,8 +708,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workspace",
         action="store_true",
-        help="ghostfim-workspace and ghostfim-noworkspace open each file from its real path "
-        "with its package's folder as a workspace folder (issue 31)",
+        help="ghostfim-workspace, ghostfim-noworkspace and ghostfim-baseline open each file from "
+        "its real path with its package's folder as a workspace folder (issue 31)",
     )
     parser.add_argument(
         "--ghostfim-settings",

@@ -81,7 +81,9 @@ from bench.user_replay import GhostfimEditor, Pace, Read, replay_with_user
 from ghostfim.engine.timings import percentile
 from harness.lspclient import LspProcess, Notification, RpcError
 
-SYSTEMS = {"on": "auto", "off": "off"}  # system -> its workspaceContext setting
+# system -> its workspaceContext setting; `baseline` is another build's server (--baseline-server)
+# with the context on, side by side with this checkout's on and off
+SYSTEMS = {"on": "auto", "off": "off", "baseline": "auto"}
 PARTS = ("explicit", "replay")
 KINDS = ("cross", "plain")
 READY_STATES = ("ready", "off", "capped")  # workspace.state once indexing is over
@@ -344,6 +346,10 @@ async def start_server(system: str, roots: Sequence[Path], args: argparse.Namesp
     loaded and its index is ready (or INDEX_WAIT_S has passed)."""
     state_dir = tempfile.mkdtemp(prefix="ghostfim-wsbench-state-")
     command = shlex.split(args.server) or [sys.executable, "-m", "ghostfim.lsp.main", "serve"]
+    if system == "baseline":
+        if not args.baseline_server:
+            raise SystemExit("the system baseline needs --baseline-server 'CMD serve'")
+        command = shlex.split(args.baseline_server)
     client = await LspProcess.start(command, env={"GHOSTFIM_STATE_DIR": state_dir})
     server = Server(client, state_dir)
 
@@ -835,6 +841,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="the command that starts ghostfim (default: this checkout's "
         "`python -m ghostfim.lsp.main serve`), e.g. a frozen copy of the tree",
+    )
+    parser.add_argument(
+        "--baseline-server",
+        default="",
+        help="the system baseline: another build's server command (the context on), e.g. "
+        "'env PYTHONPATH=/tmp/base python -m ghostfim.lsp.main serve'",
     )
     parser.add_argument("--json", type=Path, help="write the full report (every record) here")
     args = parser.parse_args(argv)

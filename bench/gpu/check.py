@@ -1,11 +1,14 @@
 """The GPU run against issue 14's targets, from the replay's JSON and the server's trace log.
 
-    python bench/gpu/check.py REPLAY.json TRACE.log [--cpu]
+    python bench/gpu/check.py REPLAY.json TRACE.log [--cpu] [--system NAME]
 
 Targets (same-shape 1.5B Q8_0 on the GPU): TTFT p50 <= 15 ms and p95 <= 40 ms over the
 replay, the whole suffix in every keystroke prompt, and no narrow keystroke window (on a GPU both
-keystroke windows are the whole prefix budget). With --cpu (the rehearsal: the GPU policy forced
-by GHOSTFIM_PREFILL_COST on a CPU) the latency targets are not judged: those are CPU figures.
+keystroke windows are the whole prefix budget). For a replay with the workspace in the prompt
+(issue 31; `--system ghostfim-workspace`) it also counts the keystroke prompts that held the
+workspace's block (on a GPU the block fits in every keystroke prompt once a lull prefilled it).
+With --cpu (the rehearsal: the GPU policy forced by GHOSTFIM_PREFILL_COST on a CPU) the latency
+targets are not judged: those are CPU figures.
 Standard library only: it runs with any python3.
 """
 
@@ -25,12 +28,14 @@ JOB = re.compile(
     r"\b(?P<mode>keystroke|full) slot \d+(?P<narrow> narrow)?[^:]*: (?P<prompt>\d+) prompt "
     r"tokens, (?P<reused>\d+) reused, (?P<new>\d+) new"
 )
+# The line engine/local/session.py writes after a job whose prompt held the workspace's block.
+BLOCK = re.compile(r"\bdefinitions: (?P<tokens>\d+) tokens")
 
 
 def trace_jobs(trace: Path) -> list[dict[str, object]]:
     if not trace.is_file():
         return []
-    jobs = []
+    jobs: list[dict[str, object]] = []
     for line in trace.read_text(errors="replace").splitlines():
         if m := JOB.search(line):
             jobs.append(
@@ -39,8 +44,11 @@ def trace_jobs(trace: Path) -> list[dict[str, object]]:
                     "narrow": bool(m["narrow"]),
                     "prompt": int(m["prompt"]),
                     "new": int(m["new"]),
+                    "block": 0,
                 }
             )
+        elif (b := BLOCK.search(line)) and jobs:
+            jobs[-1]["block"] = int(b["tokens"])
     return jobs
 
 
@@ -49,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("replay", type=Path)
     parser.add_argument("trace", type=Path)
     parser.add_argument("--cpu", action="store_true", help="a CPU rehearsal: report, not judge")
+    parser.add_argument("--system", default="ghostfim", help="the replay's system to judge")
     args = parser.parse_args(argv)
 
     report = json.loads(args.replay.read_text())
-    r = report["results"]["ghostfim"]
-    records = report["records"]["ghostfim"]
+    r = report["results"][args.system]
+    records = report["records"][args.system]
     lines = [f"model: {report['model']}", f"states: {r['states']}, requests {r['model_requests']}"]
     verdicts: list[bool] = []
 
@@ -84,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         judge("keystroke windows", None, f"no keystroke prompt in {args.trace} ({len(jobs)} jobs)")
+    with_block = [j for j in keystroke if j["block"]]
+    if with_block:
+        lines.append(
+            f"[info] workspace block: in {len(with_block)} of {len(keystroke)} keystroke prompts, "
+            f"median {statistics.median(j['block'] for j in with_block):g} tokens"
+        )
 
     # Whole suffix: needs the per-request suffix flag in the replay's records (ghostfim/stats).
     flagged = [rec for rec in records if rec.get("suffix_cut") is not None]

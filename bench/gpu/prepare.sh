@@ -28,13 +28,23 @@ ls "$OUT"/wheels/ghostfim-*.whl >/dev/null
 bash bench/gpu/stamp.sh > "$OUT/stamp"
 
 # 2. Its pure-Python dependencies that the GPU image lacks (device tool's KINDS.md), at .venv's
-#    versions. numpy, xxhash, httpx, huggingface_hub, tqdm and PyYAML are in the image.
+#    versions, and llama-cpp-python's diskcache (imported at `import llama_cpp`). numpy, xxhash,
+#    httpx, huggingface_hub, tqdm, PyYAML, jinja2 and typing-extensions are in the image.
 pins=$("$VENV_PY" -m pip freeze 2>/dev/null |
-    grep -iE '^(pygls|lsprotocol|cattrs|attrs|cachetools|gguf)==' || true)
-[ "$(echo "$pins" | wc -l)" -eq 6 ] || { echo "prepare.sh: .venv lacks a dependency: $pins" >&2; exit 1; }
+    grep -iE '^(pygls|lsprotocol|cattrs|attrs|cachetools|gguf|diskcache)==' || true)
+[ "$(echo "$pins" | wc -l)" -eq 7 ] || { echo "prepare.sh: .venv lacks a dependency: $pins" >&2; exit 1; }
 # shellcheck disable=SC2086
 "$VENV_PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux2014_x86_64 -d "$OUT/wheels" $pins 2>&1 |
+    grep -v '^WARNING: Location' || true
+
+# ... and the compiled ones it lacks (the workspace index's parsers), as CPython 3.12 wheels.
+binary=$("$VENV_PY" -m pip freeze 2>/dev/null | grep -iE '^tree.sitter' || true)
+[ "$(echo "$binary" | wc -l)" -eq 3 ] || { echo "prepare.sh: .venv lacks tree-sitter: $binary" >&2; exit 1; }
+# shellcheck disable=SC2086
+"$VENV_PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$OUT/wheels" $binary 2>&1 |
     grep -v '^WARNING: Location' || true
 
 # 3. llama-cpp-python: the CUDA build made here, or the sources. pip's wheel stores each library
@@ -137,5 +147,12 @@ tree=$(git ls-files -z -co --exclude-standard | "$VENV_PY" -c \
 gpu=$(du -sb "$OUT" | cut -f1)
 echo "prepare.sh: .gpu/ $((gpu / 1048576)) MiB + working tree $((tree / 1048576)) MiB" \
     "= $(((gpu + tree) / 1048576)) MiB of the 64 MiB a device call may carry"
-[ $((gpu + tree)) -lt $((64 * 1048576)) ] || { echo "prepare.sh: too big to carry" >&2; exit 1; }
+# bench/results/ holds ~40 MiB of committed runs, which the call would carry: set them aside for
+# the call (the device tool sends the working tree as it is) and restore them after it.
+[ $((gpu + tree)) -lt $((64 * 1048576)) ] || {
+    echo "prepare.sh: too big to carry; set the results aside for the call and rerun this:" >&2
+    echo "  mkdir -p /tmp/results-hold && mv bench/results/*.json /tmp/results-hold/" >&2
+    echo "  (after the call: git checkout -- bench/results)" >&2
+    exit 1
+}
 ls -la "$OUT" "$OUT/wheels" "$OUT/llama-cuda"

@@ -8,19 +8,24 @@
 # the carried CUDA build (if the host CPU has every feature it was compiled for), or built for
 # sm_90 from the carried sources when no build was carried; a Qwen2.5-Coder-1.5B Q8_0 GGUF with the real shapes
 # and tokenizer but RANDOM WEIGHTS (timing only: it says nothing about quality); the replay,
-# ghostfim only, every layer on the GPU; the table; bench/gpu/check.py against the targets.
+# ghostfim only, every layer on the GPU; the table; bench/gpu/check.py against the targets; then
+# the same replay with the workspace in the prompt (issue 31: each file opened with its package's
+# folder as the workspace), unless --no-workspace.
 # Results go to $OUT (the device tool's folder that comes back) or /tmp/ghostfim-gpu-out.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/../.."
 
-CPU=0 FILES=6 LINES=3
+CPU=0 FILES=6 LINES=3 WORKSPACE=1 PLAIN=1
 while [ $# -gt 0 ]; do
     case $1 in
         --cpu) CPU=1 ;;
         --files) FILES=$2; shift ;;
         --lines) LINES=$2; shift ;;
-        *) echo "usage: run.sh [--cpu] [--files N] [--lines N]" >&2; exit 2 ;;
+        --no-workspace) WORKSPACE=0 ;;
+        --workspace-only) PLAIN=0 ;;
+        *) echo "usage: run.sh [--cpu] [--files N] [--lines N] [--no-workspace|--workspace-only]" >&2
+           exit 2 ;;
     esac
     shift
 done
@@ -39,7 +44,7 @@ rm -rf "$SITE" && mkdir -p "$SITE" "$OUT_DIR"
 step "$($PY -V) at $(command -v "$PY"), $(nproc) CPUs, mode $([ $CPU = 1 ] && echo 'CPU rehearsal' || echo GPU)"
 if [ $CPU = 0 ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv |
-        tee "$OUT_DIR/gpu.txt"
+        tee "$OUT_DIR/llama.txt"
 fi
 
 # 1. ghostfim and its dependencies. The wheel was built from the tree prepare.sh saw; if the
@@ -94,7 +99,7 @@ for p in sys.path:
 PY
 )
 [ -z "$nvlib" ] || export LD_LIBRARY_PATH=$nvlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-$PY - "$CPU" <<'PY' | tee "$OUT_DIR/llama.txt"
+$PY - "$CPU" <<'PY' | tee -a "$OUT_DIR/llama.txt"
 import sys
 import llama_cpp
 from ghostfim.engine.local import native; from ghostfim.engine.setup import device
@@ -107,6 +112,15 @@ if sys.argv[1] == "0" and cuda.devices == 0:
     raise SystemExit("run.sh: llama.cpp sees no CUDA device: stopping before the replay")
 PY
 $PY -m ghostfim.cli.main doctor 2>&1 | grep -E '^\[|features' || true
+# Every module imports (a dependency missing here would otherwise show only as "server exited").
+$PY - <<'PY'
+import importlib, pkgutil
+import ghostfim.engine, ghostfim.lsp
+for pkg in (ghostfim.engine, ghostfim.lsp):
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(m.name)
+print("run.sh: every ghostfim module imports")
+PY
 
 # 3. The files the replay types (the GPU image has no npm, Neovim or llama.cpp sources).
 if [ $CPU = 0 ]; then tar -xf .gpu/traces.tar -C / --skip-old-files; fi
@@ -126,16 +140,31 @@ if [ $CPU = 1 ]; then
     export GHOSTFIM_PREFILL_COST=${GHOSTFIM_PREFILL_COST:-3+0.02}
     echo "run.sh: CPU rehearsal: GHOSTFIM_PREFILL_COST=$GHOSTFIM_PREFILL_COST (not GPU figures)"
 fi
-export GHOSTFIM_TRACE=$OUT_DIR/trace.log
-step "replay: $FILES files x $LINES lines"
-$PY -m bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
-    --lines "$LINES" --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
-
-# 6. Against the targets.
-step "check"
 rc=0
-$PY bench/gpu/check.py "$OUT_DIR/gpu-replay.json" "$OUT_DIR/trace.log" \
-    $([ $CPU = 1 ] && echo --cpu) | tee "$OUT_DIR/check.txt" || rc=$?
-gzip -f "$OUT_DIR/trace.log"
+if [ $PLAIN = 1 ]; then
+    export GHOSTFIM_TRACE=$OUT_DIR/trace.log
+    step "replay: $FILES files x $LINES lines"
+    $PY -m bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
+        --lines "$LINES" --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
+
+    # 6. Against the targets.
+    step "check"
+    $PY bench/gpu/check.py "$OUT_DIR/gpu-replay.json" "$OUT_DIR/trace.log" \
+        $([ $CPU = 1 ] && echo --cpu) | tee "$OUT_DIR/check.txt" || rc=$?
+    gzip -f "$OUT_DIR/trace.log"
+fi
+
+# 7. The workspace in the prompt: the same traces, the index on each file's package folder.
+if [ $WORKSPACE = 1 ]; then
+    export GHOSTFIM_TRACE=$OUT_DIR/trace-workspace.log
+    step "replay with the workspace in the prompt"
+    $PY -m bench.replay --systems ghostfim-workspace --workspace --model "$MODEL" \
+        --files "$FILES" --lines "$LINES" --json "$OUT_DIR/gpu-workspace.json" |
+        tee "$OUT_DIR/gpu-workspace.md"
+    $PY bench/gpu/check.py "$OUT_DIR/gpu-workspace.json" "$OUT_DIR/trace-workspace.log" \
+        --system ghostfim-workspace $([ $CPU = 1 ] && echo --cpu) |
+        tee -a "$OUT_DIR/gpu-workspace.md" || rc=$?
+    gzip -f "$OUT_DIR/trace-workspace.log"
+fi
 step "done (wall $(($(date +%s) - T0)) s)"
 exit $rc

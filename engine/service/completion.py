@@ -42,6 +42,7 @@ from ghostfim.engine.service.stats import (
 )
 from ghostfim.engine.service.suggestions import SuggestionCache
 from ghostfim.engine.service.workspace import FileChange, WorkspaceContext
+from ghostfim.engine.tuning import DEFINITIONS_AUTO_MAX_TOKENS
 
 __all__ = ["Answer", "CompletionService", "CursorState", "Events"]
 
@@ -85,7 +86,9 @@ class CompletionService:
         self.acceptance.listeners += [self.local_stats.record, self.filter.learn]
         self.doc_limit = DocumentSizeLimit(self.config.max_document_mb)
         self.context = ContextFeed(skip=self.doc_limit.is_over)
-        self.workspace = WorkspaceContext(skip=self.doc_limit.is_over)  # its definitions
+        self.workspace = WorkspaceContext(  # its definitions
+            skip=self.doc_limit.is_over, cold_block_fits=self._cold_block_fits
+        )
         self.requests = RequestFactory(
             lambda: self.config, self.filter, self.context, self.workspace
         )
@@ -126,6 +129,15 @@ class CompletionService:
         if config.acceptance_stats and not self._stats_read:
             self._stats_read = True  # the adaptive filter starts from the earlier sessions
             self.filter.start_from(self.local_stats.records())
+
+    def _cold_block_fits(self) -> bool:
+        """Whether the serving backend prefills the workspace's largest block within a
+        keystroke's prefill budget (a GPU does; a CPU takes seconds)."""
+        backend = self.host.backend
+        expected = (
+            None if backend is None else backend.expected_prefill_ms(DEFINITIONS_AUTO_MAX_TOKENS)
+        )
+        return expected is not None and expected <= self.config.keystroke_prefill_ms
 
     def _backend_swapped(self, _backend: object) -> None:
         """A new backend serves: suggestions of the old one go, the last document warms."""

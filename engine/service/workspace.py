@@ -16,10 +16,11 @@ prefix and a new block costs the prefill of everything after it:
   the definitions it finds are all in it already and its snippets are still about as like the
   code before the cursor as the best ones now (KEEP_SIMILARITY);
 - a keystroke prompt takes the block the keystrokes' KV cache holds, even one a few lines out
-  of date, and none in a document's first requests. When full prompts moved on to a new block
-  (or at a document's start), a warm-up job prefills it for the keystrokes at the user's next
-  lull (engine/service/followups.py), and only then do keystrokes switch to it
-  (`switch_due`, `switched`): no keystroke pays the block's cold prefill.
+  of date, and none in a document's first requests unless the block's cold prefill fits a
+  keystroke (a GPU). When full prompts moved on to a new block (or at a document's start), a
+  warm-up job prefills it for the keystrokes at the user's next lull
+  (engine/service/followups.py), and only then do keystrokes switch to it (`switch_due`,
+  `switched`): no keystroke pays the block's cold prefill where it would be slow.
 """
 
 from __future__ import annotations
@@ -86,9 +87,14 @@ class WorkspaceContext:
         index: WorkspaceIndex | None = None,
         clock: Callable[[], float] = time.monotonic,
         skip: Callable[[str], bool] = lambda _doc_id: False,
+        cold_block_fits: Callable[[], bool] = lambda: False,
     ) -> None:
         self.index = index or WorkspaceIndex()
         self.clock = clock
+        # Whether a block's cold prefill fits a keystroke's budget on the backend serving now
+        # (a GPU: a 512-token block prefills in tens of ms). Then a document's first keystroke
+        # prompts take the block at once; else they wait for the warm-up at the first lull.
+        self.cold_block_fits = cold_block_fits
         # Documents over the size limit (engine/service/doclimit.py): the index gets no text
         # of theirs from the editor (the index's own size cap skips them on disk too).
         self.skip = skip
@@ -184,11 +190,11 @@ class WorkspaceContext:
             return None
         self._flush(doc)
         if doc.block is None:
-            # The first request in this document: its prompt is cold anyway, and the block
-            # would add its prefill to the wait for the first ghost text. Keystrokes start
-            # without it and take it after the warm-up at the first lull.
+            # The first request in this document: its prompt is cold anyway, and on a CPU the
+            # block would add its prefill to the wait for the first ghost text. Keystrokes then
+            # start without it and take it after the warm-up at the first lull.
             doc.next = self._choose(doc, state, None)
-            doc.block = DefinitionBlock(state.language, ())
+            doc.block = doc.next if self.cold_block_fits() else DefinitionBlock(state.language, ())
         elif full:
             doc.next = self._choose(doc, state, doc.next)
         block = doc.next if full else doc.block

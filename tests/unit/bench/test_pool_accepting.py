@@ -32,3 +32,16 @@ def test_runs_of_both_benchmarks_pool_by_characters(tmp_path: Path) -> None:
     assert name == "on/tab" and (p.runs, p.chars, p.accepts) == (2, 400, 8)
     assert p.per_100(p.saved) == 20.0  # (50 + 30) saved over 400 characters, not (50 + 10) / 2
     assert p.per_100(p.refused) == 1.0
+
+
+def test_a_file_of_several_runs_pools_each(tmp_path: Path) -> None:
+    """bench/results/ keeps a multi-seed run as one file, its reports under `runs` (a list,
+    or a dict by seed)."""
+    one = {"results": {"on/tab": summary(100, 50.0, 5)}}
+    two = {"results": {"on/tab": summary(300, 10.0, 3)}}
+    as_list, by_seed = tmp_path / "list.json", tmp_path / "seeds.json"
+    as_list.write_text(json.dumps({"command": "...", "runs": [one, two]}))
+    by_seed.write_text(json.dumps({"command": "...", "runs": {"7": one, "11": two}}))
+    for path in (as_list, by_seed):
+        [(_, p)] = pool([path]).items()
+        assert (p.runs, p.chars, p.accepts) == (2, 400, 8) and p.per_100(p.saved) == 20.0

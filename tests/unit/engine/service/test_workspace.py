@@ -8,6 +8,7 @@ from pathlib import Path
 from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.service.cursor import CursorState, cursor_state
 from ghostfim.engine.service.workspace import DOCUMENT_UPDATE_S, WorkspaceContext
+from tests.support.fakes import FakeBackend, serving
 
 NET = "def connect(url: str) -> int:\n    ...\n\n\ndef close(handle: int) -> None:\n    ...\n"
 APP = "from net import connect, close\n\n\ndef main():\n    h = connect('x')\n    \n"
@@ -27,10 +28,12 @@ def at(uri: str, text: str, line: int, column: int) -> CursorState:
     return cursor_state(uri, 1, None, text, offset, line, "python")
 
 
-def started(tmp_path: Path, clock: Clock | None = None) -> tuple[WorkspaceContext, str]:
+def started(
+    tmp_path: Path, clock: Clock | None = None, cold_block_fits: bool = False
+) -> tuple[WorkspaceContext, str]:
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "app.py").write_text(APP)
-    ws = WorkspaceContext(clock=clock or Clock())
+    ws = WorkspaceContext(clock=clock or Clock(), cold_block_fits=lambda: cold_block_fits)
     ws.set_enabled(True)
     ws.set_roots([tmp_path.as_uri()])
     assert ws.index.wait(20)
@@ -84,6 +87,20 @@ def test_a_documents_first_keystrokes_go_without_the_block_until_its_warm_up(
         ws.switched(uri, due)
         assert ws.block_for(at(uri, APP, 5, 4), full=False) is due
         assert ws.switch_due(uri) is None
+    finally:
+        ws.stop()
+
+
+def test_where_the_blocks_prefill_fits_a_keystroke_the_first_keystroke_takes_it(
+    tmp_path: Path,
+) -> None:
+    """On a GPU a block prefills in tens of ms: no keystroke waits for a lull to get it."""
+    ws, uri = started(tmp_path, cold_block_fits=True)
+    try:
+        first = ws.block_for(at(uri, APP, 5, 4), full=False)
+        assert first is not None and first.names == ("connect",)
+        assert ws.switch_due(uri) is None  # nothing left for a warm-up to switch to
+        assert ws.block_for(at(uri, APP, 5, 4), full=True) is first
     finally:
         ws.stop()
 
@@ -250,3 +267,15 @@ def test_secret_literals_in_the_workspace_reach_no_prompt(tmp_path: Path) -> Non
         assert 'token = "***"' in prompt and "api_key: str = '***'" in prompt
     finally:
         ws.stop()
+
+
+async def test_the_service_gives_a_first_keystroke_the_block_only_where_it_prefills_fast() -> None:
+    """The block's cold prefill is judged on the serving backend's measured speed: a GPU's
+    (0.04 ms a token: 512 tokens in ~20 ms) fits a keystroke; this CPU's (~4 ms a token)
+    does not, and neither does a backend of unknown speed (a remote server)."""
+    for per_token_ms, fits in ((0.04, True), (4.0, False), (None, False)):
+        service, _ = await serving(FakeBackend(prefill_ms_per_token=per_token_ms))
+        try:
+            assert service.workspace.cold_block_fits() is fits
+        finally:
+            await service.shutdown()
