@@ -154,14 +154,11 @@ class KvSlots:
         only its start with that slot (the workspace block at the top of a wider window) would
         otherwise go there, and the next keystroke would pay its whole window again. It takes
         the other slot."""
-        candidates = self._slots_for(tokens, background)
-
-        def shared(slot: int) -> int:
-            n = common_prefix_len(self._slots[slot].tokens, tokens)
-            return n if n >= MIN_USEFUL_REUSE else 0
-
-        slot = max(candidates, key=lambda s: (shared(s), -self._slots[s].used))
-        best = shared(slot)
+        common = {s: common_prefix_len(self._slots[s].tokens, tokens) for s in KEYSTROKE_SLOTS}
+        candidates = self._slots_for(common, background)
+        shared = {s: n if n >= MIN_USEFUL_REUSE else 0 for s, n in common.items()}
+        slot = max(candidates, key=lambda s: (shared[s], -self._slots[s].used))
+        best = shared[slot]
         if best >= len(tokens) - 1:
             return SlotPlan(slot, self.tokens(slot))  # the usual keystroke: warm
         snapshot = self._best_snapshot(tokens, better_than=best)
@@ -178,14 +175,14 @@ class KvSlots:
         before the cursor."""
         self._typing = (slot, before_cursor)
 
-    def _slots_for(self, tokens: list[int], background: bool) -> tuple[int, ...]:
-        """The keystroke slots a prompt may take: background work spares the typing slot
-        unless it keeps all the text before the cursor there (a prefetch extends it)."""
+    def _slots_for(self, common: dict[int, int], background: bool) -> tuple[int, ...]:
+        """The keystroke slots a prompt may take (`common`: the tokens it shares with each):
+        background work spares the typing slot unless it keeps all the text before the cursor
+        there (a prefetch extends it)."""
         if not background or self._typing is None:
             return KEYSTROKE_SLOTS
         typing, before_cursor = self._typing
-        held = self._slots[typing].tokens
-        if common_prefix_len(held, tokens) >= min(before_cursor, len(held)):
+        if common[typing] >= min(before_cursor, len(self._slots[typing].tokens)):
             return KEYSTROKE_SLOTS
         return tuple(s for s in KEYSTROKE_SLOTS if s != typing)
 
