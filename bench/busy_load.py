@@ -9,8 +9,8 @@ tokens wide between servers on one machine (session 15). Here, per trial, side b
 - quiet: the model loads with nothing else running;
 - busy: it loads while one busy process per core runs;
 - busy, then typing: the busy load, then the hog stops and a few cold keystroke-sized prompts
-  run (real text), as a user's first requests would; the windows follow the quiet cost
-  (engine/local/speed.py QuietCost) if those run clearly faster than the calibration said.
+  run (real text), as a user's first requests would: whether the windows recover (today they
+  do not: they are sized once, at load).
 
 Prints each trial's start/wide windows and prefill cost, and the medians.
 """
@@ -53,13 +53,12 @@ def hog(seconds: float) -> list[multiprocessing.Process]:
 
 
 def windows_of(session: ModelSession) -> dict[str, Any]:
-    w, q = session.planner.windows, session.quiet_cost
+    w, at_load = session.planner.windows, session.cost_at_load
     return {
         "start": w.start_tokens,
         "wide": w.wide_tokens,
-        "fixed_ms": None if q is None else round(q.fixed_ms, 1),
-        "per_token_ms": None if q is None else round(q.per_token_ms, 2),
-        "lowered": None if q is None else q.lowered,
+        "fixed_ms": None if at_load is None else round(at_load[0], 1),
+        "per_token_ms": None if at_load is None else round(at_load[1], 2),
     }
 
 

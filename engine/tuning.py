@@ -21,9 +21,6 @@ PREFILL_CHUNK_MS = 250.0
 BACKGROUND_CHUNK_MS = 100.0
 FULL_CHUNK_MS = 1000.0
 MIN_CHUNK_TOKENS = 2
-QUIET_MIN_TOKENS = 16
-QUIET_LOWER_FACTOR = 1.25
-QUIET_MAX_LOWERINGS = 3
 
 # --- the prompt's windows (engine/prompt/builder.py, engine/service/cursor.py) ---------------
 PREFIX_SLACK = 1.25
@@ -113,27 +110,6 @@ TABLE: tuple[Tuned, ...] = (
         "by hand: a line and a half of code, the least that says what is being written",
     ),
     Tuned("MIN_WIDE_TOKENS", "tokens", "the wide window's floor", "by hand: a short function"),
-    Tuned(
-        "QUIET_MIN_TOKENS",
-        "tokens",
-        "a real prefill chunk this long tells the per-token cost apart from the fixed one "
-        "(the windows' speed is lowered only from such chunks)",
-        "by hand: ~60 ms of per-token work on this CPU, well above the timer's noise",
-    ),
-    Tuned(
-        "QUIET_LOWER_FACTOR",
-        "factor",
-        "a real prefill this much faster per token than the windows' speed lowers it "
-        "(and widens the windows: one cold prompt)",
-        "by hand: session 15's start windows moved 50-120 tokens between servers on one "
-        "machine; a smaller change is not worth a cold prompt",
-    ),
-    Tuned(
-        "QUIET_MAX_LOWERINGS",
-        "count",
-        "how often real prefills may lower the windows' speed after the load",
-        "by hand: each lowering costs a cold prompt",
-    ),
     Tuned(
         "PREFILL_CHUNK_MS",
         "ms",

@@ -24,7 +24,7 @@ from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets
 from ghostfim.engine.local import native
 from ghostfim.engine.local.kvslots import N_SLOTS
 from ghostfim.engine.local.session import DevicePolicy, ModelSession
-from ghostfim.engine.local.speed import PrefillCostModel, QuietCost
+from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.setup.device import cuda_gpu_name, gpu_offload_available
 from ghostfim.engine.setup.fetch import resolve_model
 from ghostfim.engine.setup.presets import PRESETS
@@ -157,7 +157,7 @@ def calibrate_prefill(session: ModelSession) -> None:
         cost.observe(n, ms)
     model.kv_clear()
     session.slots.clear()
-    session.quiet_cost = QuietCost(cost.fixed_ms, cost.per_token_ms)
+    session.cost_at_load = (cost.fixed_ms, cost.per_token_ms)
     session.resize_windows()
     windows = session.planner.windows
     log.info(

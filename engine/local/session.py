@@ -59,7 +59,7 @@ from ghostfim.engine.local.decode import (
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
 from ghostfim.engine.local.parts import prompt_parts
 from ghostfim.engine.local.plan import Planner, PromptPlan, Windows
-from ghostfim.engine.local.speed import PrefillCostModel, QuietCost
+from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.local.vocab import VocabIndex
 from ghostfim.engine.memory import CacheUsage
 from ghostfim.engine.prompt.builder import PromptBuilder, fit_budgets
@@ -119,9 +119,7 @@ class ModelSession:
         self.end_tokens = self.vocab.ends | self.template.stop_tokens
         self.cost = cost or PrefillCostModel.from_env()
         self.policy = policy or DevicePolicy(model.n_batch, abort_callback=True)
-        # The machine at its quiet best (engine/local/speed.py): set by the calibration, lowered
-        # by clearly faster real prefills; the keystroke windows are sized from it.
-        self.quiet_cost: QuietCost | None = None
+        self.cost_at_load: tuple[float, float] | None = None  # (fixed, per token), calibrated
         self.decode_steps = 0  # one-token decodes run (counted so tests can see work stop)
         self.prefill_chunks = 0
         self.last_plan: PromptPlan | None = None  # what the last request did (tests, traces)
@@ -163,7 +161,7 @@ class ModelSession:
         self.planner = Planner(
             self.slots,
             self.cost,
-            Windows.sized(self._window_cost(), b.prefix_tokens),
+            Windows.sized(self.cost, b.prefix_tokens),
             b.keystroke_prefill_ms,
             self.model.n_batch,
             b.prefix_tokens,
@@ -181,37 +179,15 @@ class ModelSession:
         return self.model.kv_bytes_per_token()
 
     def resize_windows(self) -> None:
-        """The quiet cost changed (calibration, a faster real prefill): the keystroke windows
-        follow it."""
-        self.planner.windows = Windows.sized(self._window_cost(), self.builder.prefix_budget)
-
-    def _window_cost(self) -> PrefillCostModel:
-        """What the windows are sized from: the quiet cost once calibrated (not the refit on
-        every prefill, which swings with the machine's load)."""
-        return self.quiet_cost.as_model() if self.quiet_cost is not None else self.cost
+        """The cost model changed (calibration): the keystroke windows follow it."""
+        self.planner.windows = Windows.sized(self.cost, self.builder.prefix_budget)
 
     def expected_prefill_ms(self, n_tokens: int) -> float | None:
-        """A cold prefill of n_tokens at the machine's quiet speed (None: not calibrated)."""
-        return None if self.quiet_cost is None else self.quiet_cost.predict_ms(n_tokens)
-
-    def _observe_prefill(self, n_tokens: int, ms: float) -> None:
-        """A real prefill chunk's timing: the cost model refits (chunk sizes), and a clearly
-        faster one than the windows assume widens them."""
-        self.cost.observe(n_tokens, ms)
-        quiet = self.quiet_cost
-        if quiet is None or self.cost.forced or not quiet.observe(n_tokens, ms):
-            return
-        before = self.planner.windows
-        self.resize_windows()
-        after = self.planner.windows
-        log.info(
-            "a prefill ran at %.2f ms/token: keystroke windows %d/%d -> %d/%d tokens",
-            quiet.per_token_ms,
-            before.start_tokens,
-            before.wide_tokens,
-            after.start_tokens,
-            after.wide_tokens,
-        )
+        """A cold prefill of n_tokens at the speed measured when the model loaded."""
+        if self.cost_at_load is None:
+            return None
+        fixed, per_token = self.cost_at_load
+        return fixed + per_token * n_tokens
 
     # --- the request ------------------------------------------------------------------------
     def complete(
@@ -375,7 +351,7 @@ class ModelSession:
                 raise Cancelled() from None
             finally:
                 self._abortable = True
-            self._observe_prefill(len(chunk), (time.perf_counter() - t) * 1000)
+            self.cost.observe(len(chunk), (time.perf_counter() - t) * 1000)
             self.prefill_chunks += 1
             self._prefill_progress = (keep, offset)
         assert pick is not None  # the last chunk picked (there is one: keep < len(tokens))

@@ -3,9 +3,7 @@
 A decode of n tokens costs about `fixed + per_token * n` milliseconds: the fixed part is reading
 the weights once (a one-token decode, ~45 ms for the 0.5B model on 2 CPU cores, a few ms on a
 GPU), the per-token part the extra matrix rows (~5 ms a token on the CPU, ~0.02 ms on a GPU).
-The model is calibrated when the model loads and refitted from every real prefill afterwards
-(`PrefillCostModel`: the chunk sizes follow it). The keystroke windows follow `QuietCost`, the
-machine at its quiet best: the calibration, lowered when a real prefill runs clearly faster.
+The model is calibrated when the model loads and refitted from every real prefill afterwards.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ghostfim.engine import env
-from ghostfim.engine.tuning import QUIET_LOWER_FACTOR, QUIET_MAX_LOWERINGS, QUIET_MIN_TOKENS
 
 # `GHOSTFIM_PREFILL_COST="FIXED+PER_TOKEN"` (milliseconds, e.g. "3+0.02" for a GPU) pins the
 # cost model: calibration and measurements no longer move it. That is how the GPU policy
@@ -88,42 +85,3 @@ class PrefillCostModel:
     def tokens_within(self, budget_ms: float) -> int:
         """How many prompt tokens one prefill can decode within budget_ms (at least 1)."""
         return max(1, int((budget_ms - self.fixed_ms) / self.per_token_ms))
-
-
-@dataclass
-class QuietCost:
-    """The prefill cost at this machine's quiet best, which sizes the keystroke windows (and
-    tells the explicit deadline and the workspace block what a cold prefill takes).
-
-    It starts at the calibration's, a moment's measurement at load: an editor or a language
-    server starting beside ghostfim can slow it twofold (start windows of 50 tokens against 120
-    on one machine in session 15), and the windows would stay that narrow. Anything else on the
-    CPU only ever slows a decode, so a real prefill chunk that runs clearly faster shows the
-    machine's speed better: the cost only moves down, QUIET_MAX_LOWERINGS times at most, since
-    each new window size costs one cold prompt. (A refit on the real prefills' medians swung
-    5.4 -> 12.8 ms a token within minutes on a loaded machine: not that.)"""
-
-    fixed_ms: float
-    per_token_ms: float
-    lowered: int = 0
-
-    def observe(self, n_tokens: int, ms: float) -> bool:
-        """A real prefill chunk of n_tokens took ms; True when that lowered the cost (the
-        windows follow it). What slowed the calibration (another process on the cores) slowed
-        its fixed and per-token parts alike, so both are scaled down by the same factor."""
-        if n_tokens < QUIET_MIN_TOKENS or self.lowered >= QUIET_MAX_LOWERINGS:
-            return False
-        scale = ms / self.predict_ms(n_tokens)
-        if scale <= 0 or scale * QUIET_LOWER_FACTOR > 1:
-            return False
-        self.fixed_ms *= scale
-        self.per_token_ms *= scale
-        self.lowered += 1
-        return True
-
-    def predict_ms(self, n_tokens: int) -> float:
-        return self.fixed_ms + self.per_token_ms * n_tokens
-
-    def as_model(self) -> PrefillCostModel:
-        """A pinned cost model at this cost (what Windows.sized reads)."""
-        return PrefillCostModel(self.fixed_ms, self.per_token_ms, forced=True)

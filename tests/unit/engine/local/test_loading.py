@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from ghostfim.engine.backend import CompletionRequest
 from ghostfim.engine.config import Budgets
 from ghostfim.engine.local import loading, native
 from ghostfim.engine.local.loading import (
@@ -21,11 +20,10 @@ from ghostfim.engine.local.loading import (
     load_session,
     open_model_file,
 )
-from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel, QuietCost
+from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel
 from ghostfim.engine.setup import device, fetch
 from ghostfim.engine.setup.fetch import ModelNotFoundError
 from ghostfim.engine.setup.presets import PRESETS
-from ghostfim.engine.tuning import QUIET_MAX_LOWERINGS
 
 
 def test_layers_go_to_the_gpu_only_when_it_can_be_used() -> None:
@@ -130,7 +128,7 @@ def test_a_model_file_loads_calibrated_with_its_budgets(tiny_gguf: Path) -> None
         )
         assert info.n_ctx == 3 * 1024 and info.family == "qwen"
         assert session.budgets.effective == budgets and session.budgets.clamps == ()
-        assert session.quiet_cost is not None  # calibrated: the explicit deadline knows it
+        assert session.cost_at_load is not None  # calibrated: the explicit deadline knows it
         assert session.expected_prefill_ms(100) is not None
         assert session.planner.windows.wide_tokens <= 200
     finally:
@@ -141,9 +139,9 @@ def test_a_model_file_loads_calibrated_with_its_budgets(tiny_gguf: Path) -> None
 def test_an_uncalibrated_session_knows_no_prefill_speed(tiny_gguf: Path) -> None:
     session = open_model_file(tiny_gguf, n_ctx=1024, calibrate=False)
     try:
-        assert session.quiet_cost is None and session.expected_prefill_ms(100) is None
+        assert session.cost_at_load is None and session.expected_prefill_ms(100) is None
         loading.calibrate_prefill(session)
-        assert session.quiet_cost is not None and session.slots.length(0) == 0
+        assert session.cost_at_load is not None and session.slots.length(0) == 0
     finally:
         session.close()
 
@@ -167,37 +165,9 @@ def test_calibration_takes_each_sizes_fastest_decode(
         monkeypatch.setattr(session.model, "decode", busy_at_first)
         loading.calibrate_prefill(session)
         assert calls[0] == 1 + 2 * loading.CALIBRATION_REPEATS
-        assert session.quiet_cost is not None
-        fixed, per_token = session.quiet_cost.fixed_ms, session.quiet_cost.per_token_ms
+        assert session.cost_at_load is not None
+        fixed, per_token = session.cost_at_load
         assert fixed < 100 and per_token < 100 / 64  # the slow ones did not count
-    finally:
-        session.close()
-
-
-def test_windows_sized_at_a_busy_load_widen_once_prefills_run_faster(tiny_gguf: Path) -> None:
-    """The calibration ran while something else had the CPU (here: the cost of the small model
-    on 2 busy cores, far slower than this tiny model): the keystroke windows start narrow, and
-    the first real prefills, quiet, widen them, a few times at most (each new size is one
-    cold prompt)."""
-    session = open_model_file(tiny_gguf)  # the default context: a 768-token prefix budget
-    try:
-        quiet = session.quiet_cost
-        assert quiet is not None
-        session.quiet_cost = QuietCost(fixed_ms=54.0, per_token_ms=7.8)
-        session.resize_windows()
-        narrow = session.planner.windows
-        text = "def f(x):\n    return x + 1\n" * 40
-        for i in range(6):
-            request = CompletionRequest(
-                prefix=text + f"y{i} = ", suffix="", mode="full", max_tokens=1
-            )
-            session.complete(request)
-        widened = session.planner.windows
-        assert session.quiet_cost.lowered >= 1
-        assert widened.start_tokens > narrow.start_tokens
-        assert session.quiet_cost.lowered <= QUIET_MAX_LOWERINGS
-        expected = session.expected_prefill_ms(100)
-        assert expected is not None and expected < 0.8 * (54.0 + 7.8 * 100)
     finally:
         session.close()
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ghostfim.engine.local.plan import Windows
-from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel, QuietCost
-from ghostfim.engine.tuning import QUIET_MAX_LOWERINGS
+from ghostfim.engine.local.speed import FORCED_COST_ENV, PrefillCostModel
 
 
 def test_prefill_cost_model_fits_fixed_and_per_token_cost() -> None:
@@ -49,30 +47,3 @@ def test_a_pinned_cost_never_moves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(FORCED_COST_ENV, "nonsense")
     with pytest.raises(ValueError):
         PrefillCostModel.from_env()
-
-
-def test_the_quiet_cost_only_moves_down_and_only_for_a_clear_gain() -> None:
-    """Calibrated while an editor started beside it (twice this CPU's 27 + 3.9 ms a token):
-    the start window was half what the machine affords. A clearly faster real prefill widens
-    it; slower ones, small gains and short chunks change nothing."""
-    quiet = QuietCost(fixed_ms=54.0, per_token_ms=7.8)
-    slow_start = Windows.sized(quiet.as_model(), 512).start_tokens
-    assert not quiet.observe(64, 54 + 64 * 9.0)  # slower: a loaded moment
-    assert not quiet.observe(64, 0.9 * (54 + 64 * 7.8))  # 10% faster: not worth a cold prompt
-    assert not quiet.observe(8, 27 + 8 * 3.9)  # too short to tell per-token from fixed
-    assert (quiet.fixed_ms, quiet.per_token_ms, quiet.lowered) == (54.0, 7.8, 0)
-    assert quiet.observe(64, 27 + 64 * 3.9)  # the machine at its quiet speed
-    assert quiet.fixed_ms == pytest.approx(27.0) and quiet.per_token_ms == pytest.approx(3.9)
-    assert Windows.sized(quiet.as_model(), 512).start_tokens >= 2 * slow_start
-    assert quiet.predict_ms(100) == pytest.approx(27 + 390)
-
-
-def test_the_quiet_cost_is_lowered_a_few_times_at_most() -> None:
-    quiet = QuietCost(fixed_ms=10.0, per_token_ms=100.0)
-    per_token = 100.0
-    lowered = 0
-    for _ in range(10):
-        per_token /= 2
-        lowered += quiet.observe(64, 10 + 64 * per_token)
-    assert lowered == quiet.lowered == QUIET_MAX_LOWERINGS
-    assert quiet.per_token_ms < 100.0 / 2 ** (QUIET_MAX_LOWERINGS - 1)  # then no lower
