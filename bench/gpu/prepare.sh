@@ -27,24 +27,17 @@ rm -rf "$OUT" && mkdir -p "$OUT/wheels" "$OUT/llama-cuda"
 ls "$OUT"/wheels/ghostfim-*.whl >/dev/null
 bash bench/gpu/stamp.sh > "$OUT/stamp"
 
-# 2. Its pure-Python dependencies that the GPU image lacks (device tool's KINDS.md), at .venv's
-#    versions, and llama-cpp-python's diskcache (imported at `import llama_cpp`). numpy, xxhash,
-#    httpx, huggingface_hub, tqdm, PyYAML, jinja2 and typing-extensions are in the image.
+# 2. Its dependencies that the GPU image lacks (device tool's KINDS.md), at .venv's versions:
+#    the pure-Python ones, llama-cpp-python's diskcache (imported at `import llama_cpp`) and the
+#    workspace index's parsers (tree-sitter and its grammars: CPython 3.12 wheels). numpy,
+#    xxhash, httpx, huggingface_hub, tqdm, PyYAML, jinja2 and typing-extensions are in the image.
 pins=$("$VENV_PY" -m pip freeze 2>/dev/null |
-    grep -iE '^(pygls|lsprotocol|cattrs|attrs|cachetools|gguf|diskcache)==' || true)
-[ "$(echo "$pins" | wc -l)" -eq 7 ] || { echo "prepare.sh: .venv lacks a dependency: $pins" >&2; exit 1; }
-# shellcheck disable=SC2086
-"$VENV_PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux2014_x86_64 -d "$OUT/wheels" $pins 2>&1 |
-    grep -v '^WARNING: Location' || true
-
-# ... and the compiled ones it lacks (the workspace index's parsers), as CPython 3.12 wheels.
-binary=$("$VENV_PY" -m pip freeze 2>/dev/null | grep -iE '^tree.sitter' || true)
-[ "$(echo "$binary" | wc -l)" -eq 3 ] || { echo "prepare.sh: .venv lacks tree-sitter: $binary" >&2; exit 1; }
+    grep -iE '^(pygls|lsprotocol|cattrs|attrs|cachetools|gguf|diskcache|tree.sitter.*)==' || true)
+[ "$(echo "$pins" | wc -l)" -eq 10 ] || { echo "prepare.sh: .venv lacks a dependency: $pins" >&2; exit 1; }
 # shellcheck disable=SC2086
 "$VENV_PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d "$OUT/wheels" $binary 2>&1 |
+    --platform manylinux2014_x86_64 -d "$OUT/wheels" $pins 2>&1 |
     grep -v '^WARNING: Location' || true
 
 # 3. llama-cpp-python: the CUDA build made here, or the sources. pip's wheel stores each library

@@ -51,11 +51,13 @@ fi
 #    tree changed since, the current tree is linked in instead (same package names).
 step "install ghostfim"
 pip_target() { $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$@"; }
+# The compiled wheels are CPython 3.12's (the GPU image's): a CPU rehearsal's .venv has its own.
+wheels=$(ls .gpu/wheels/*.whl | { if [ $CPU = 1 ]; then grep -v -- '-cp3'; else cat; fi; })
 if [ "$(bash bench/gpu/stamp.sh)" = "$(cat .gpu/stamp)" ]; then
-    pip_target .gpu/wheels/*.whl
+    pip_target $wheels
 else
     echo "run.sh: WARNING: the tree changed since prepare.sh; linking it instead of its wheel"
-    pip_target $(ls .gpu/wheels/*.whl | grep -v '/ghostfim-')
+    pip_target $(echo "$wheels" | grep -v '/ghostfim-')
     mkdir -p "$SITE/ghostfim"
     for pkg in engine lsp bench; do ln -s "$PWD/$pkg" "$SITE/ghostfim/$pkg"; done
 fi
@@ -140,31 +142,28 @@ if [ $CPU = 1 ]; then
     export GHOSTFIM_PREFILL_COST=${GHOSTFIM_PREFILL_COST:-3+0.02}
     echo "run.sh: CPU rehearsal: GHOSTFIM_PREFILL_COST=$GHOSTFIM_PREFILL_COST (not GPU figures)"
 fi
+# 6. One replay of a system, its trace and report under $OUT_DIR, then check.py's verdicts
+#    against the targets (appended to CHECK): replay_and_check SYSTEM TRACE REPORT CHECK [ARGS].
 rc=0
+replay_and_check() {
+    local system=$1 trace=$2 report=$3 check=$4
+    shift 4
+    export GHOSTFIM_TRACE=$OUT_DIR/$trace.log
+    $PY -m bench.replay --systems "$system" "$@" --model "$MODEL" --files "$FILES" \
+        --lines "$LINES" --json "$OUT_DIR/$report.json" | tee "$OUT_DIR/$report.md"
+    [ "$check" = "$report.md" ] || : > "$OUT_DIR/$check"
+    $PY bench/gpu/check.py "$OUT_DIR/$report.json" "$OUT_DIR/$trace.log" --system "$system" \
+        $([ $CPU = 1 ] && echo --cpu) | tee -a "$OUT_DIR/$check" || rc=$?
+    gzip -f "$OUT_DIR/$trace.log"
+}
 if [ $PLAIN = 1 ]; then
-    export GHOSTFIM_TRACE=$OUT_DIR/trace.log
     step "replay: $FILES files x $LINES lines"
-    $PY -m bench.replay --systems ghostfim --model "$MODEL" --files "$FILES" \
-        --lines "$LINES" --json "$OUT_DIR/gpu-replay.json" | tee "$OUT_DIR/gpu-replay.md"
-
-    # 6. Against the targets.
-    step "check"
-    $PY bench/gpu/check.py "$OUT_DIR/gpu-replay.json" "$OUT_DIR/trace.log" \
-        $([ $CPU = 1 ] && echo --cpu) | tee "$OUT_DIR/check.txt" || rc=$?
-    gzip -f "$OUT_DIR/trace.log"
+    replay_and_check ghostfim trace gpu-replay check.txt
 fi
-
 # 7. The workspace in the prompt: the same traces, the index on each file's package folder.
 if [ $WORKSPACE = 1 ]; then
-    export GHOSTFIM_TRACE=$OUT_DIR/trace-workspace.log
     step "replay with the workspace in the prompt"
-    $PY -m bench.replay --systems ghostfim-workspace --workspace --model "$MODEL" \
-        --files "$FILES" --lines "$LINES" --json "$OUT_DIR/gpu-workspace.json" |
-        tee "$OUT_DIR/gpu-workspace.md"
-    $PY bench/gpu/check.py "$OUT_DIR/gpu-workspace.json" "$OUT_DIR/trace-workspace.log" \
-        --system ghostfim-workspace $([ $CPU = 1 ] && echo --cpu) |
-        tee -a "$OUT_DIR/gpu-workspace.md" || rc=$?
-    gzip -f "$OUT_DIR/trace-workspace.log"
+    replay_and_check ghostfim-workspace trace-workspace gpu-workspace gpu-workspace.md --workspace
 fi
 step "done (wall $(($(date +%s) - T0)) s)"
 exit $rc
