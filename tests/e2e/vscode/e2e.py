@@ -507,6 +507,15 @@ def grew(samples: list[Sample]) -> tuple[str, str] | None:
     return None
 
 
+# Longer than the extension's REQUERY_WAIT_MS: an early answer unchanged for this long never grows.
+BLOCK_GROWTH_WAIT_S = 16.0
+
+
+def at_last_cursor_grew(samples: list[Sample]) -> tuple[str, str] | None:
+    """`grew` over the samples taken at the latest cursor position."""
+    return grew([s for s in samples if s.cursor == samples[-1].cursor]) if samples else None
+
+
 def transitions(samples: list[Sample], last: int = 12) -> list[tuple[float, str, str | None]]:
     """The changes of (cursor, ghost text) seen, for a failure message."""
     seen: list[tuple[float, str, str | None]] = []
@@ -683,9 +692,19 @@ def run(args: argparse.Namespace) -> int:
                 with check("the ghost text grows while it streams (a block in a new function)"):
                     editor.go_to_end(len(stats_file.read_text(encoding="utf-8").split("\n")))
                     samples = editor.type_watching("\n\ndef median(values):\n", args.key_delay_ms)
-                    samples += editor.watch(30, lambda got: settled(got, 5.0))
+                    # The grown block replaces the early answer once its generation is done (the
+                    # extension waits for it up to REQUERY_WAIT_MS, 15 s): a few seconds here, more
+                    # on a slower machine (CI once took over 5 s), so wait for the growth itself.
+                    watched = editor.watch(
+                        30,
+                        lambda got: (
+                            at_last_cursor_grew(samples + got) is not None
+                            or settled(got, BLOCK_GROWTH_WAIT_S)
+                        ),
+                    )
+                    samples += watched
                     # On the new line: the block is the suggestion that streams longest.
-                    growth = grew([s for s in samples if s.cursor == samples[-1].cursor])
+                    growth = at_last_cursor_grew(samples)
                     if growth is None:
                         if args.keep:
                             html = page.evaluate(
@@ -698,7 +717,14 @@ def run(args: argparse.Namespace) -> int:
                             "the ghost text never grew at one cursor position: "
                             f"{transitions(samples)}"
                         )
-                    print(f"   grew from {growth[0]!r} to {growth[1]!r}", flush=True)
+                    grown_at = next(
+                        (s.t for s in watched if s.ghost and s.ghost.text == growth[1]), 0.0
+                    )
+                    print(
+                        f"   grew from {growth[0]!r} to {growth[1]!r}, "
+                        f"{grown_at:.1f} s after the last key",
+                        flush=True,
+                    )
                     if args.screenshot:  # the whole block as ghost text, the status bar below
                         Path(args.screenshot).parent.mkdir(parents=True, exist_ok=True)
                         page.screenshot(path=args.screenshot)
