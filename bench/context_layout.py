@@ -9,8 +9,10 @@ each pick is completed once per layout, side by side, with the same prefix and s
 
 - the document is the file's text on disk (the picked line already cut), the cursor at the end
   of the picked line's indentation;
-- the prefix is the last ~512 tokens before the cursor, cut at a line start; the suffix the
-  first ~128 tokens after it, cut at a line end; Qwen's FIM in PSM order;
+- the prefix is the last ~512 tokens before the cursor (`--prefix-tokens`), cut at a line start;
+  the suffix the first ~128 tokens after it, cut at a line end; Qwen's FIM in PSM order. With
+  `--plain`, a CPU keystroke's prompt (engine/local/plan.py): the context, then the prefix as
+  plain code, no FIM tokens and no suffix;
 - the definitions are what the server would take: the package folder indexed
   (engine/context/index.py), `select_definitions` then `fit_block` within `--budget` tokens
   counted with the model's own tokenizer (engine/context/definitions.py).
@@ -499,8 +501,8 @@ def run(args: argparse.Namespace) -> int:
         path = str(workspace / pick["file"])
         document = Path(path).read_text(encoding="utf-8")
         at = cursor_offset(document, pick["line"], pick["indent"])
-        prefix = prefix_window(document[:at], PREFIX_TOKENS, model.count)
-        suffix = suffix_window(document[at:], SUFFIX_TOKENS, model.count)
+        prefix = prefix_window(document[:at], args.prefix_tokens, model.count)
+        suffix = "" if args.plain else suffix_window(document[at:], SUFFIX_TOKENS, model.count)
 
         def relative(p: str, root: Path = root) -> str:
             return Path(os.path.relpath(p, root)).as_posix()
@@ -555,7 +557,10 @@ def run(args: argparse.Namespace) -> int:
                 record["layouts"][layout] = dict(plain, same_as_none=True)
                 summary.add(pick["kind"], layout, Score(**plain["score"]), 0)
                 continue
-            ids = model.ids(assemble(layout, context, fim))
+            if args.plain:  # a CPU keystroke's prompt: the context, then the prefix as code
+                ids = model.ids([*context, text(prefix)])
+            else:
+                ids = model.ids(assemble(layout, context, fim))
             t0 = time.perf_counter()
             generated, n_new = model.first_line(ids)
             s = score(generated, expected)
@@ -604,8 +609,10 @@ def write_json(
         "budget": args.budget,
         "kinds": args.kinds,
         "layouts": list(layouts),
-        "prefix_tokens": PREFIX_TOKENS,
-        "suffix_tokens": SUFFIX_TOKENS,
+        "prefix_tokens": args.prefix_tokens,
+        "suffix_tokens": 0 if args.plain else SUFFIX_TOKENS,
+        "plain": args.plain,
+        "snippet_budget": args.snippet_budget,
         "picks": len(records),
         "seconds": round(elapsed),
         "table": summary.table(layouts),
@@ -630,6 +637,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--neighbors", type=int, default=3, help="files open for the ring")
     ap.add_argument("--ring-budget", type=int, default=512, help="tokens for the ring's chunks")
     ap.add_argument("--limit", type=int, default=0, help="the first N picks (interleaved)")
+    ap.add_argument(
+        "--prefix-tokens", type=int, default=PREFIX_TOKENS, help="the prefix window's tokens"
+    )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="a CPU keystroke's prompt: the context, then the prefix as plain code, no suffix",
+    )
     ap.add_argument("--json", default="")
     ap.add_argument("--report", default="", help="print the tables of a run's JSON; no model")
     args = ap.parse_args(argv)
