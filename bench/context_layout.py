@@ -518,12 +518,12 @@ def run(args: argparse.Namespace) -> int:
             used = 0
             for hit in index.similar(query_words(document[:at]), args.snippets, skip=near):
                 lines = Path(hit.path).read_text(encoding="utf-8", errors="replace").split("\n")
-                text = "\n".join(lines[hit.line : hit.end])
-                n = model.count(text)
+                window = "\n".join(lines[hit.line : hit.end])
+                n = model.count(window)
                 if used + n > args.snippet_budget:
                     continue
                 used += n
-                snippets.append((relative(hit.path), text))
+                snippets.append((relative(hit.path), window))
         ring: list[tuple[str, str]] = []
         if any(lay in RING_LAYOUTS for lay in layouts):
             ring = ring_chunks(

@@ -64,6 +64,10 @@ class CompletionRequest:
     max_tokens: int = 64
     multiline: Multiline = "auto"
     background: bool = False  # droppable work: a cancel may abort any part of the prefill
+    # A background keystroke prefill of the narrow start window rather than the wide one (the
+    # workspace block's switch: engine/service/followups.py). Ignored where there is no narrow
+    # window (a GPU) and by foreground requests, which choose their window by what is warm.
+    start_window: bool = False
     postprocess: bool = True  # the clean-up rules of engine/text/postprocess.py (off: benchmark)
     # Chunks of other files for a full prompt (engine/context/); keystroke prompts ignore it.
     extra_context: ExtraContext | None = None

@@ -11,8 +11,12 @@ CPU, so the keystroke takes the narrow start window (about KEYSTROKE_START_MS co
 `widen`: a background job (engine/service/followups.py) prepares the wide one in the other
 keystroke slot, and keystrokes move to it once it is ready. While that is only partly done (or
 a snapshot holds an older, shorter part of it), a warm narrow window answers sooner than
-finishing the wide one would. Background requests always take the wide window: that is how it
-gets prepared. On a GPU both windows are the whole prefix budget.
+finishing the wide one would. Background requests take the wide window (that is how it gets
+prepared), except the switch to a new workspace block (`start_window`): it prepares the start
+window behind the block, which a short lull on a CPU can finish, and the widen follows. With
+the model alone, the wide window's first lines are no better than the start window's, and the
+block's are (bench/results/context-layout-keystroke-128.json, its -384 twin). On a GPU both
+windows are the whole prefix budget.
 
 Keystroke layout. The quality-first prompt puts the suffix after the edit point, so a keystroke
 re-decodes all the suffix it keeps. On a GPU the keystroke budget covers it. On a CPU it does
@@ -105,8 +109,11 @@ class Planner:
         this device has one (a background job prepares the wide window: that one alone)."""
         if request.mode == "full":
             return (self.prefix_budget,)
-        if request.background or not self.windows.has_narrow:
+        if not self.windows.has_narrow:
             return (self.windows.wide_tokens,)
+        if request.background:
+            start = request.start_window
+            return (self.windows.start_tokens if start else self.windows.wide_tokens,)
         return (self.windows.wide_tokens, self.windows.start_tokens)
 
     @property
@@ -121,6 +128,8 @@ class Planner:
             stable = 0
         else:
             prompt, slot = self._keystroke(parts, request.background)
+            if request.background and request.start_window and self.windows.has_narrow:
+                prompt = replace(prompt, narrow=True)
             stable = 0 if request.background else prompt.stable_tokens
         chunk = self.chunk_tokens(request.background, request.mode == "full")
         return PromptPlan(prompt, slot, chunk, stable)

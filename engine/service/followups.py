@@ -9,7 +9,8 @@
 - warm-up: a new backend prefills the last document's context, so its first keystroke is warm;
 - block switch: full prompts moved on to new workspace context (engine/service/workspace.py);
   the keystrokes' KV cache gets it in the user's next lull, and only then do keystrokes use it.
-  It prefills the wide window with the new block, so it stands in for the widen.
+  It prefills the start window behind the new block (on a CPU half the wide window's prefill);
+  the widen follows at a later lull.
 
 Each runs at its own priority (engine/service/scheduler.py): refresh > prefetch > widen and
 warm-up; any keystroke drops them (an interactive job preempts background work), losing the
@@ -80,9 +81,9 @@ class FollowUps:
             return
         number = record.latest
         if self.requests.block_switch(state) is not None:
-            # The switch prefills the wide window with the new block: it is the widen too
-            # (both at once would prefill the wide window twice, the lull being too short for
-            # one on a CPU).
+            # The switch first (it prefills the start window behind the new block); the widen
+            # at a later lull, behind the block (a widen now would prefill the wide window
+            # without the block, soon out of use).
             self._after(LULL_S, record, number, lambda: self.switch_block(state))
         elif completion.widen:
             # At the first lull; at a pause it runs before the refresh is asked for, which

@@ -119,5 +119,9 @@ class RequestFactory:
         block = None if workspace is None else workspace.switch_due(state.doc_id)
         if workspace is None or block is None or self._config().workspace_context_tokens == 0:
             return None
-        request = replace(self.request_for(state, "keystroke", block=block), max_tokens=0)
+        # The start window behind the block: half the prefill of the wide one on a CPU, so the
+        # keystrokes take the block lulls sooner (the widen then follows, engine/local/plan.py).
+        request = replace(
+            self.request_for(state, "keystroke", block=block), max_tokens=0, start_window=True
+        )
         return BlockSwitch(request, lambda: workspace.switched(state.doc_id, block))

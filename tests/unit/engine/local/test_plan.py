@@ -4,6 +4,7 @@ fake store (no llama.cpp): which prompt, in which slot, prefilled in chunks of w
 from __future__ import annotations
 
 from ghostfim.engine.backend import CompletionRequest
+from ghostfim.engine.context.definitions import DefinitionBlock, SnippetEntry
 from ghostfim.engine.context.extra import ExtraContextBuilder
 from ghostfim.engine.context.ring import ContextChunk, ExtraContext
 from ghostfim.engine.local.kvslots import KEYSTROKE_SLOTS, SLOT_FULL, KvSlots
@@ -22,6 +23,7 @@ from ghostfim.engine.local.plan import (
 from ghostfim.engine.local.session import prepare_slot
 from ghostfim.engine.local.speed import PrefillCostModel
 from ghostfim.engine.prompt.builder import PromptBuilder, PromptParts
+from ghostfim.engine.prompt.definitions import DefinitionTokens
 from ghostfim.engine.prompt.fim import FimTemplate
 from tests.support.fakes import FakeStore, words
 
@@ -41,11 +43,12 @@ class Planned:
     def __init__(self, planner: Planner, builder: PromptBuilder) -> None:
         self.planner, self.builder = planner, builder
         self.extra = ExtraContextBuilder(builder.tokenize, QWEN)
+        self.definitions = DefinitionTokens(builder.tokenize)
         self.slots, self.windows, self.cost = planner.slots, planner.windows, planner.cost
         self.chunk_tokens = planner.chunk_tokens
 
     def parts(self, request: CompletionRequest) -> list[PromptParts]:
-        return prompt_parts(self.builder, self.extra, self.planner, request)
+        return prompt_parts(self.builder, self.extra, self.planner, request, self.definitions)
 
     def plan(self, request: CompletionRequest) -> PromptPlan:
         return self.planner.plan(request, self.parts(request))
@@ -124,6 +127,41 @@ def test_the_background_job_prepares_the_wide_window_and_keystrokes_move_to_it()
     assert typed.new_tokens <= 2
     again = p.plan(keystroke("resul", background=True, max_tokens=0))
     assert again.slot.slot == wide.slot.slot
+
+
+BLOCK = DefinitionBlock(
+    "python",
+    (),
+    budget=64,
+    snippets=(SnippetEntry("pkg/totals.py", 40, "grand = compute ( grand , total_1 )"),),
+)
+
+
+def test_the_block_switch_prepares_the_start_window_behind_the_block() -> None:
+    """The switch to a new workspace block prefills the start window behind it (half the wide
+    window's prefill on a CPU: a short lull finishes it); the keystrokes then take the block
+    warm, in the start window, and the widen follows behind the block."""
+    p = planner()
+    prefilled(p, p.plan(keystroke()))  # the document's first keystroke: no block yet
+    switch = p.plan(keystroke(background=True, max_tokens=0, definitions=BLOCK, start_window=True))
+    assert switch.prompt.narrow and switch.stable == 0
+    assert switch.prompt.definition_tokens > 0
+    wide = p.plan(keystroke(background=True, max_tokens=0, definitions=BLOCK))
+    assert len(switch.prompt.tokens) < len(wide.prompt.tokens)  # the cheaper prefill
+    prefilled(p, switch)
+    typed = p.plan(keystroke("resul", definitions=BLOCK))
+    assert typed.prompt.narrow and typed.slot.slot == switch.slot.slot
+    assert typed.new_tokens <= 2  # the block and the start window were in the cache
+    prefilled(p, typed)
+    p.slots.typed_into(typed.slot.slot, typed.prompt.stable_tokens)  # as the session marks it
+    widen = p.plan(keystroke("resul", background=True, max_tokens=0, definitions=BLOCK))
+    assert not widen.prompt.narrow and widen.slot.slot != switch.slot.slot
+    block = switch.prompt.definition_tokens
+    assert widen.prompt.tokens[:block] == switch.prompt.tokens[:block]  # the widen keeps it
+    gpu = planner(GPU)  # no narrow window: the switch prepares the one window there is
+    start = keystroke(background=True, max_tokens=0, start_window=True)
+    assert gpu.planner.windows_for(start) == (gpu.windows.wide_tokens,)
+    assert not gpu.plan(start).prompt.narrow
 
 
 def test_on_a_gpu_keystrokes_are_whole_suffix_fim_prompts() -> None:

@@ -182,8 +182,8 @@ async def test_keystrokes_get_a_pauses_new_workspace_block_after_its_prefill_at_
     cleanup: list,
 ) -> None:
     """Full prompts moved on to a new block: the keystrokes' slot is prefilled with it at the
-    next lull (a droppable warm-up, which is the widen too), and only then do keystrokes take
-    it."""
+    next lull (a droppable warm-up of the start window behind the block), and only then do
+    keystrokes take it; the widen waits for a later lull."""
     backend = FakeBackend(script=lambda r: "abc", narrow=True)  # the keystroke asks to widen
     service, _ = await serving(backend)
     cleanup.append(service)
@@ -200,6 +200,8 @@ async def test_keystrokes_get_a_pauses_new_workspace_block_after_its_prefill_at_
     await settle(service)
     [warm] = [r for r in backend.requests if r.background and r.definitions is new]
     assert warm.mode == "keystroke" and warm.max_tokens == 0 and warm.prefix == state.prefix
+    assert warm.start_window  # the start window behind the block: a short lull finishes it
     assert switched == [new]
-    # The switch prefills the wide window (with the block): no widen of its own beside it.
+    # No widen beside the switch at that lull (it would prefill the wide window without the
+    # block, soon out of use).
     assert [r for r in backend.requests if r.background and r.max_tokens == 0] == [warm]
