@@ -109,12 +109,16 @@ class Planner:
         this device has one (a background job prepares the wide window: that one alone)."""
         if request.mode == "full":
             return (self.prefix_budget,)
-        if not self.windows.has_narrow:
+        if self._prepares_start(request):
+            return (self.windows.start_tokens,)
+        if request.background or not self.windows.has_narrow:
             return (self.windows.wide_tokens,)
-        if request.background:
-            start = request.start_window
-            return (self.windows.start_tokens if start else self.windows.wide_tokens,)
         return (self.windows.wide_tokens, self.windows.start_tokens)
+
+    def _prepares_start(self, request: CompletionRequest) -> bool:
+        """A background job that prepares the narrow start window (the workspace block's
+        switch), where this device has one."""
+        return request.background and request.start_window and self.windows.has_narrow
 
     @property
     def extra_room(self) -> int:
@@ -128,7 +132,7 @@ class Planner:
             stable = 0
         else:
             prompt, slot = self._keystroke(parts, request.background)
-            if request.background and request.start_window and self.windows.has_narrow:
+            if self._prepares_start(request):
                 prompt = replace(prompt, narrow=True)
             stable = 0 if request.background else prompt.stable_tokens
         chunk = self.chunk_tokens(request.background, request.mode == "full")
