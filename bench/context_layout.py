@@ -37,10 +37,17 @@ prompt in every layout, decoded once):
   the prompt's own window holds): in the repository-level layout extraContext uses
   (`<|repo_name|>`, `<|file_sep|>` per chunk, engine/context/extra.py), as code under a
   comment naming the file at the top of the prefix (the snippets' layout), or that followed by
-  the snippets as code.
+  the snippets as code;
+- `imports`, `imports+snip`: the file's own import statements (bench/import_statements.py)
+  that end more than 10 lines above the cursor (nearer ones are in a keystroke's window), those
+  binding a name used near the cursor first, within `--imports-budget` tokens, as code at the
+  top of the prefix; alone, or followed by the snippets as code.
 
     python -m bench.context_layout --model small --kinds cross,plain \
         --layouts none,stubs-above,snip-comment,snip-code,stubs+snip --limit 80
+
+`--typed-share S` asks mid-line instead of at the line's start: the first S of the picked
+line's characters (after its indentation) are typed, and the rest of the line is the answer.
 
 Greedy decoding (llama.cpp through llama_cpp.Llama, token ids built here: the FIM tokens are
 the only ones tokenized as special), up to the first newline or 48 tokens. Scores per pick and
@@ -68,11 +75,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.import_statements import fit_imports, imports_above
 from ghostfim.engine import env
 from ghostfim.engine.context.definitions import (
     DefinitionBlock,
     comment_mark,
     fit_block,
+    names_near,
     select_definitions,
 )
 from ghostfim.engine.context.snippets import query_words
@@ -82,6 +91,9 @@ LAYOUTS = ("none", "comment", "repo", "stubs-above")
 SNIPPET_LAYOUTS = ("snip-comment", "snip-code", "stubs+snip")
 # The extraContext ring's chunks of neighbouring files, in the layout it uses and in the snippets'.
 RING_LAYOUTS = ("ring-repo", "ring-code", "ring+snip")
+# The file's own import statements (bench/import_statements.py) as code, alone or before snippets.
+IMPORT_LAYOUTS = ("imports", "imports+snip")
+IMPORTS_LINES_ABOVE = 10  # nearer statements are in a keystroke prompt's own window
 PREFIX_TOKENS = 512
 SUFFIX_TOKENS = 128
 MAX_NEW_TOKENS = 48
@@ -171,11 +183,19 @@ def build_prompt(
     current: str,
     snippets: Sequence[tuple[str, str]] = (),
     ring: Sequence[tuple[str, str]] = (),
+    imports: str = "",
 ) -> tuple[list[Part], list[Part]]:
     """(context parts, FIM parts): the prompt is their concatenation; the context parts are
     what the layout adds to plain FIM (none when the block is empty)."""
     fim_tail = [text(prefix), special("<|fim_suffix|>"), text(suffix), special("<|fim_middle|>")]
     mark = comment_mark(block.language)
+    if layout in IMPORT_LAYOUTS:
+        extra = imports + "\n\n" if imports else ""
+        if layout == "imports+snip":
+            extra += snippets_text(snippets, mark, as_comment=False)
+        if not extra:
+            return [], [special("<|fim_prefix|>"), *fim_tail]
+        return [text(extra)], [special("<|fim_prefix|>"), *fim_tail]
     if layout in RING_LAYOUTS:
         if not ring:
             return [], [special("<|fim_prefix|>"), *fim_tail]
@@ -213,7 +233,8 @@ def build_prompt(
 def assemble(layout: str, context: list[Part], fim: list[Part]) -> list[Part]:
     """The prompt's parts in order: `repo`'s context before everything; `comment`'s and
     `stubs-above`'s after `<|fim_prefix|>` (the top of the prefix)."""
-    if layout in ("comment", "stubs-above", "ring-code", "ring+snip", *SNIPPET_LAYOUTS) and context:
+    at_top = ("comment", "stubs-above", "ring-code", "ring+snip", *SNIPPET_LAYOUTS, *IMPORT_LAYOUTS)
+    if layout in at_top and context:
         return [fim[0], *context, *fim[1:]]
     return [*context, *fim]
 
@@ -501,7 +522,12 @@ def run(args: argparse.Namespace) -> int:
         path = str(workspace / pick["file"])
         document = Path(path).read_text(encoding="utf-8")
         at = cursor_offset(document, pick["line"], pick["indent"])
-        prefix = prefix_window(document[:at], args.prefix_tokens, model.count)
+        expected = pick["text"][len(pick["indent"]) :]
+        # --typed-share: the user typed this much of the line (mid-line ghost text); the
+        # expected completion is the rest.
+        typed = expected[: round(args.typed_share * len(expected))]
+        expected = expected[len(typed) :]
+        prefix = prefix_window(document[:at] + typed, args.prefix_tokens, model.count)
         suffix = "" if args.plain else suffix_window(document[at:], SUFFIX_TOKENS, model.count)
 
         def relative(p: str, root: Path = root) -> str:
@@ -511,12 +537,12 @@ def run(args: argparse.Namespace) -> int:
         block = fit_block(language_of(path), picked, args.budget, model.count)
         current = relative(path)
         snippets: list[tuple[str, str]] = []
-        if any(lay in (*SNIPPET_LAYOUTS, "ring+snip") for lay in layouts):
+        if any(lay in (*SNIPPET_LAYOUTS, "ring+snip", "imports+snip") for lay in layouts):
             # The ranking the server uses: the index's snippet store (inverted index, the
             # commonest words skipped), then the hit's lines read from disk.
             near = [(path, pick["line"] - 60, pick["line"] + 20)]
             used = 0
-            for hit in index.similar(query_words(document[:at]), args.snippets, skip=near):
+            for hit in index.similar(query_words(document[:at] + typed), args.snippets, skip=near):
                 lines = Path(hit.path).read_text(encoding="utf-8", errors="replace").split("\n")
                 window = "\n".join(lines[hit.line : hit.end])
                 n = model.count(window)
@@ -530,7 +556,17 @@ def run(args: argparse.Namespace) -> int:
                 Path(path), prefix + suffix, args.neighbors, args.ring_budget, model.count
             )
             ring = [(relative(file), body) for file, body in ring]
-        expected = pick["text"][len(pick["indent"]) :]
+        imports = ""
+        if any(lay in IMPORT_LAYOUTS for lay in layouts):
+            # The statements further above the cursor than a keystroke's window (about 10
+            # lines), those binding a name used near the cursor first, within --imports-budget.
+            near = names_near(document, pick["line"])
+            used = frozenset(part for name in near for part in name.split("."))
+            above = imports_above(
+                document[:at], language_of(path), pick["line"], IMPORTS_LINES_ABOVE, used
+            )
+            fitted = fit_imports(above, args.imports_budget, model.count)
+            imports = "\n".join(s.text for s in fitted)
         record: dict = {
             "package": pick["package"],
             "kind": pick["kind"],
@@ -543,6 +579,7 @@ def run(args: argparse.Namespace) -> int:
             "used_name_given": any(u[0].split(".")[-1] in block.names for u in pick["uses"]),
             "snippets": [f for f, _ in snippets],
             "ring": [f for f, _ in ring],
+            "imports": imports.count("\n") + 1 if imports else 0,
             "used_name_in_snippets": any(
                 u[0].split(".")[-1] in body for u in pick["uses"] for _, body in snippets
             ),
@@ -551,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
         plain: dict | None = None
         for layout in layouts:
             context, fim = build_prompt(
-                layout, prefix, suffix, block, pick["package"], current, snippets, ring
+                layout, prefix, suffix, block, pick["package"], current, snippets, ring, imports
             )
             if not context and plain is not None:
                 record["layouts"][layout] = dict(plain, same_as_none=True)
@@ -612,6 +649,7 @@ def write_json(
         "prefix_tokens": args.prefix_tokens,
         "suffix_tokens": 0 if args.plain else SUFFIX_TOKENS,
         "plain": args.plain,
+        "typed_share": args.typed_share,
         "snippet_budget": args.snippet_budget,
         "picks": len(records),
         "seconds": round(elapsed),
@@ -636,6 +674,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--snippet-budget", type=int, default=320, help="tokens for the snippets")
     ap.add_argument("--neighbors", type=int, default=3, help="files open for the ring")
     ap.add_argument("--ring-budget", type=int, default=512, help="tokens for the ring's chunks")
+    ap.add_argument(
+        "--typed-share", type=float, default=0.0, help="share of the line typed before asking"
+    )
+    ap.add_argument("--imports-budget", type=int, default=128, help="tokens for the imports")
     ap.add_argument("--limit", type=int, default=0, help="the first N picks (interleaved)")
     ap.add_argument(
         "--prefix-tokens", type=int, default=PREFIX_TOKENS, help="the prefix window's tokens"
