@@ -561,9 +561,9 @@ def run(args: argparse.Namespace) -> int:
             # The statements further above the cursor than a keystroke's window (about 10
             # lines), those binding a name used near the cursor first, within --imports-budget.
             near = names_near(document, pick["line"])
-            used = frozenset(part for name in near for part in name.split("."))
+            used_words = frozenset(part for name in near for part in name.split("."))
             above = imports_above(
-                document[:at], language_of(path), pick["line"], IMPORTS_LINES_ABOVE, used
+                document[:at], language_of(path), pick["line"], IMPORTS_LINES_ABOVE, used_words
             )
             fitted = fit_imports(above, args.imports_budget, model.count)
             imports = "\n".join(s.text for s in fitted)
