@@ -22,27 +22,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.gpu.check import BLOCK, JOB
+from bench.gpu.check import parse_jobs
 
 SERVER_START = "prefill cost:"  # engine/local/loading.py logs it once a server's model is ready
 
 
 def server_jobs(text: str) -> list[list[dict[str, Any]]]:
-    """Per server in the trace, its model jobs in order: mode, narrow, new tokens, block."""
-    servers: list[list[dict[str, Any]]] = []
-    jobs: list[dict[str, Any]] | None = None
+    """Per server in the trace, its model jobs in order (bench/gpu/check.py's: mode, narrow,
+    prompt and new tokens, block); lines before the first server's start are no server's."""
+    servers: list[list[str]] = []
     for line in text.splitlines():
         if SERVER_START in line:
-            jobs = []
-            servers.append(jobs)
-        elif jobs is None:
-            continue
-        elif m := JOB.search(line):
-            jobs.append({"mode": m["mode"], "narrow": bool(m["narrow"]), "new": int(m["new"])})
-            jobs[-1]["block"] = 0
-        elif (b := BLOCK.search(line)) and jobs:
-            jobs[-1]["block"] = int(b["tokens"])
-    return servers
+            servers.append([])
+        elif servers:
+            servers[-1].append(line)
+    return [parse_jobs(lines) for lines in servers]
 
 
 def jobs_report(servers: Sequence[Sequence[dict[str, Any]]]) -> list[str]:

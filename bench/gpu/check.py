@@ -35,8 +35,13 @@ BLOCK = re.compile(r"\bdefinitions: (?P<tokens>\d+) tokens")
 def trace_jobs(trace: Path) -> list[dict[str, object]]:
     if not trace.is_file():
         return []
+    return parse_jobs(trace.read_text(errors="replace").splitlines())
+
+
+def parse_jobs(lines: list[str]) -> list[dict[str, object]]:
+    """The model jobs of trace lines, in order, each with the block its prompt held."""
     jobs: list[dict[str, object]] = []
-    for line in trace.read_text(errors="replace").splitlines():
+    for line in lines:
         if m := JOB.search(line):
             jobs.append(
                 {
