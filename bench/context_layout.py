@@ -85,6 +85,7 @@ from ghostfim.engine.context.definitions import (
     select_definitions,
 )
 from ghostfim.engine.context.snippets import query_words
+from ghostfim.engine.service.workspace import SNIPPET_SKIP_AFTER, SNIPPET_SKIP_BEFORE
 
 LAYOUTS = ("none", "comment", "repo", "stubs-above")
 # Similar code from the workspace (engine/context/snippets.py), alone or after the stubs.
@@ -540,7 +541,8 @@ def run(args: argparse.Namespace) -> int:
         if any(lay in (*SNIPPET_LAYOUTS, "ring+snip", "imports+snip") for lay in layouts):
             # The ranking the server uses: the index's snippet store (inverted index, the
             # commonest words skipped), then the hit's lines read from disk.
-            near = [(path, pick["line"] - 60, pick["line"] + 20)]
+            skip_before = args.snippet_skip_before
+            near = [(path, pick["line"] - skip_before, pick["line"] + SNIPPET_SKIP_AFTER)]
             used = 0
             for hit in index.similar(query_words(document[:at] + typed), args.snippets, skip=near):
                 lines = Path(hit.path).read_text(encoding="utf-8", errors="replace").split("\n")
@@ -651,6 +653,7 @@ def write_json(
         "plain": args.plain,
         "typed_share": args.typed_share,
         "snippet_budget": args.snippet_budget,
+        "snippet_skip_before": args.snippet_skip_before,
         "picks": len(records),
         "seconds": round(elapsed),
         "table": summary.table(layouts),
@@ -672,6 +675,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=256, help="tokens for the definitions")
     ap.add_argument("--snippets", type=int, default=2, help="similar windows at most")
     ap.add_argument("--snippet-budget", type=int, default=320, help="tokens for the snippets")
+    ap.add_argument(
+        "--snippet-skip-before",
+        type=int,
+        default=SNIPPET_SKIP_BEFORE,
+        help="lines above the cursor whose windows of the current file are no snippets",
+    )
     ap.add_argument("--neighbors", type=int, default=3, help="files open for the ring")
     ap.add_argument("--ring-budget", type=int, default=512, help="tokens for the ring's chunks")
     ap.add_argument(

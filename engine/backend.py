@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from ghostfim.engine.config import Budgets, BudgetsInEffect
 from ghostfim.engine.context.definitions import DefinitionBlock
+from ghostfim.engine.context.guide import Members
 from ghostfim.engine.context.ring import ExtraContext
 from ghostfim.engine.text.stops import Multiline
 from ghostfim.engine.timings import Timings
@@ -74,6 +75,10 @@ class CompletionRequest:
     # Definitions from the workspace that the code near the cursor uses (engine/context/
     # definitions.py), for keystroke and full prompts alike; None when `workspaceContext` is off.
     definitions: DefinitionBlock | None = None
+    # The names `a.b.` may go on with, where the workspace index knows them all (None: it
+    # does not): a local model spells only those after such a dot (engine/context/guide.py).
+    # None when `workspaceContext` is off; remote servers ignore it.
+    members: Members | None = None
     # Stop generating once the model's own chance of the text so far (the product of its
     # tokens' probabilities) falls below this: what follows is text a user would almost never
     # be shown (the confidence filter's, engine/service/filter.py). 0: never. Remote servers

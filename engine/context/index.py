@@ -258,6 +258,13 @@ class WorkspaceIndex:
             file = self._files.get(self._key(path) or "")
             return [] if file is None else self._resolver.class_bases(file, line)
 
+    def members(self, path: str | os.PathLike[str], dotted: str) -> frozenset[str] | None:
+        """Every name `dotted.` may go on with in the file (a workspace module's or class's;
+        None where that list may be incomplete or unknown): engine/context/guide.py."""
+        with self._lock:
+            file = self._files.get(self._key(path) or "")
+            return None if file is None else self._resolver.members(file, dotted)
+
     def _key(self, path: str | os.PathLike[str]) -> str | None:
         """A path as the index keys it (under its root's real path)."""
         given = os.path.abspath(os.fspath(path))

@@ -39,6 +39,9 @@ class Definition:
     line: int  # where it starts (its first decorator or doc comment not included)
     exported: bool = True  # JS/TS: `export`ed; Python: every top-level name is importable
     default: bool = False  # JS/TS: the module's `export default`
+    # Python: a class's own names (methods, nested classes, assigned and annotated names, the
+    # private ones too), all of them even where the stub is cut: what `Class.` may go on with.
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,10 @@ class Outline:
     # JS/TS `export { local as name }` without a source: name -> the local it exports
     aliases: tuple[tuple[str, str], ...] = ()
     broken: bool = False  # parts of the file did not parse (being edited): what did is here
+    # Python: the module binds names its definitions and imports do not list (`globals()` at
+    # its top level, as protobuf's generated modules do; a loop, `A, B = ...`): a member list
+    # of it would be incomplete (engine/context/resolve.py `members`).
+    dynamic: bool = False
     nbytes: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +105,8 @@ def _outline_bytes(o: Outline) -> int:
     for d in o.definitions:
         # the path string is shared with the index's key: counted once, by the index
         total += OBJECT_BYTES + str_bytes(d.name) + str_bytes(d.stub)
+        if d.members:  # the names' strings are interned, shared with the stubs' words
+            total += sys.getsizeof(d.members)
     for b in o.bindings:
         total += OBJECT_BYTES + str_bytes(b.local) + str_bytes(b.module)
     for c in o.classes:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ghostfim.engine.context.outline import (
     Binding,
@@ -48,8 +50,10 @@ def python_outline(text: str, path: str) -> Outline:
     bindings: list[Binding] = []
     imports: list[str] = []
     top_imports: list[ast.Import | ast.ImportFrom] = []
+    dynamic = False
     for stmt in _module_level(body):
         _define(stmt, path, definitions)
+        dynamic = dynamic or _makes_names(stmt)
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             top_imports.append(stmt)
     # Imports anywhere in the file (functions import lazily, `if TYPE_CHECKING:` blocks only
@@ -74,6 +78,29 @@ def python_outline(text: str, path: str) -> Outline:
         imports=tuple(dict.fromkeys(imports)),
         classes=tuple(classes),
         broken=broken,
+        dynamic=dynamic,
+    )
+
+
+def _makes_names(stmt: ast.stmt) -> bool:
+    """A module-level statement that binds names the outline does not list: a loop's, an
+    unpacking's (`A, B = ...`), a `with ... as`'s, a `:=`'s, or any by `globals()`."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.AsyncWith)):
+        return True
+    if isinstance(stmt, ast.Assign) and not all(isinstance(t, ast.Name) for t in stmt.targets):
+        return True
+    if isinstance(stmt, ast.With) and any(item.optional_vars for item in stmt.items):
+        return True
+    return any(
+        isinstance(node, ast.NamedExpr)
+        or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("globals", "vars")
+        )
+        for node in ast.walk(stmt)
     )
 
 
@@ -251,7 +278,8 @@ def _define(stmt: ast.stmt, path: str, out: dict[str, Definition]) -> None:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         out.setdefault(stmt.name, _definition(stmt, "function", _function_stub(stmt, ""), path))
     elif isinstance(stmt, ast.ClassDef):
-        out.setdefault(stmt.name, _definition(stmt, "class", _class_stub(stmt), path))
+        definition = _definition(stmt, "class", _class_stub(stmt), path)
+        out.setdefault(stmt.name, replace(definition, members=_members(stmt)))
     else:
         for name, stub in _assigned(stmt, ""):
             out.setdefault(name, Definition(name, "variable", stub, path, stmt.lineno - 1))
@@ -319,6 +347,22 @@ def _class_stub(node: ast.ClassDef) -> str:
             members.extend(stub for name, stub in _assigned(stmt, "    ") if _is_public(name))
     lines = head + (members or ["    ..."])
     return join_stub(lines, "    # ...")
+
+
+def _members(node: ast.ClassDef) -> tuple[str, ...]:
+    """Every name the class body binds, in order (engine/context/guide.py reads them)."""
+    names: dict[str, None] = {}
+    for stmt in _module_level(node.body):  # into `if`, `try` and `with` blocks, as a module's
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[stmt.name] = None
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names[stmt.target.id] = None
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                for leaf in ast.walk(target):  # `A = B = 1`, `A, B = 1, 2` (an Enum's too)
+                    if isinstance(leaf, ast.Name):
+                        names[leaf.id] = None
+    return tuple(sys.intern(name) for name in names)
 
 
 def _is_public(name: str) -> bool:

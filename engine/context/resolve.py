@@ -28,6 +28,14 @@ from ghostfim.engine.context.files import JS_SUFFIXES, Root
 from ghostfim.engine.context.outline import Binding, Definition, Outline
 
 MAX_HOPS = 8  # re-exports followed from a name to its definition (cycles end here too)
+# Bases that give a class no names `Class.` goes on with beyond its own (an Enum's members are
+# its own names; Protocol's and ABC's methods are the class's). Any other base the workspace
+# does not hold may bring names the index cannot see: such a class has no known member list.
+_NEUTRAL_BASES = frozenset(
+    f"{module}{name}"
+    for module in ("", "enum.", "abc.", "typing.", "typing_extensions.")
+    for name in ("object", "Enum", "IntEnum", "StrEnum", "Flag", "IntFlag", "ABC", "Protocol")
+) | frozenset({"Generic", "typing.Generic", "str", "int", "float", "bytes", "Exception"})
 
 _JS_TO_TS = {
     ".js": (".ts", ".tsx", ".d.ts"),
@@ -137,6 +145,92 @@ class Resolver:
                 if found is not None:
                     return found
         return None
+
+    def members(self, file: IndexedFile, dotted: str) -> frozenset[str] | None:
+        """Every name `dotted.` may go on with in `file` (Python only): a workspace module's
+        definitions, imported names and submodules; a workspace class's own names and its
+        bases'. None where the list may be incomplete (a star import, a module `__getattr__`,
+        a base from outside the workspace) or `dotted` names nothing the index holds."""
+        if not file.python:
+            return None
+        target = self._target(file, dotted)
+        if isinstance(target, Definition):
+            return self._class_members(target, 0) if target.kind == "class" else None
+        return None if target is None else self._module_members(target)
+
+    def _target(self, file: IndexedFile, dotted: str) -> Found:
+        """The module or definition `dotted` names in `file` (None: a name of something else,
+        such as a class's attribute, or unknown)."""
+        head, *rest = dotted.split(".")
+        bindings = self._bindings(file.outline, head)
+        if not bindings:
+            found = file.by_name.get(head)
+            return self._walk(found, rest) if found is not None else None
+        for binding in bindings:
+            if binding.name is None:  # a module: the longest prefix of `rest` it has
+                for k in range(len(rest), -1, -1):
+                    target = self.python_module(file, ".".join([binding.module, *rest[:k]]))
+                    if target is not None:
+                        return self._walk(target, rest[k:])
+                continue
+            resolved = self.binding(file, binding, 0)
+            if resolved is not None:
+                return self._walk(resolved, rest)
+        return None
+
+    def _walk(self, start: Definition | IndexedFile, names: Sequence[str]) -> Found:
+        current: Found = start
+        for name in names:
+            if not isinstance(current, IndexedFile):
+                return None  # an attribute of a definition: its type is not known here
+            current = self.lookup(current, name, 0)
+        return current
+
+    def _module_members(self, module: IndexedFile) -> frozenset[str] | None:
+        stub = self.files.get(os.path.splitext(module.path)[0] + ".pyi")
+        if stub is not None and stub is not module:  # a stub lists what its module makes
+            module = stub
+        outline = module.outline
+        if outline.dynamic or "__getattr__" in module.by_name or self._bindings(outline, "*"):
+            return None
+        names = set(module.by_name) | {b.local for b in outline.bindings}
+        if module.package:
+            folder = os.path.dirname(module.path) + os.sep
+            for path in self.files:
+                if path.startswith(folder):
+                    first = path[len(folder) :].split(os.sep, 1)
+                    name = first[0].split(".", 1)[0] if len(first) == 1 else first[0]
+                    if name.isidentifier() and name != "__init__":
+                        names.add(name)
+        return frozenset(names)
+
+    def _class_members(self, definition: Definition, depth: int) -> frozenset[str] | None:
+        file = self.files.get(definition.path)
+        if file is None or depth > MAX_HOPS:
+            return None
+        span = next(
+            (
+                c
+                for c in file.outline.classes
+                if (c.name, c.start) == (definition.name, definition.line)
+            ),
+            None,
+        )
+        if span is None:  # its bases are not known
+            return None
+        names = set(definition.members)
+        for base in span.bases:
+            written = base.split("[", 1)[0].strip()  # Generic[T] is Generic
+            if written in _NEUTRAL_BASES:
+                continue
+            found = self._target(file, written)
+            if not isinstance(found, Definition) or found.kind != "class":
+                return None
+            inherited = self._class_members(found, depth + 1)
+            if inherited is None:
+                return None
+            names |= inherited
+        return frozenset(names)
 
     # --- modules -------------------------------------------------------------------------------
     def module(self, importer: IndexedFile, spec: str) -> IndexedFile | None:

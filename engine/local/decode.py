@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ghostfim.engine.backend import CancelToken, OnText
+from ghostfim.engine.context.guide import MemberGuide, Next
 from ghostfim.engine.local import native
 from ghostfim.engine.text.stops import StopPolicy
 
@@ -33,6 +34,7 @@ class DecodeOptions:
     policy: StopPolicy  # where the suggestion ends (engine/text/stops.py)
     heal: bytes = b""  # text the first tokens re-create (the prompt's last token, taken out)
     give_up_below: float = 0.0  # stop ("unsure") once the text's own chance falls below
+    guide: MemberGuide | None = None  # the names a dot may go on with (workspace index)
 
 
 @dataclass
@@ -58,9 +60,15 @@ class Decoder(Protocol):
 
     def piece(self, token: int) -> bytes: ...
     def fits(self, slot: int, more: int) -> bool: ...
-    def decode_one_token(self, slot: int, token: int, heal: bytes = b"") -> Pick: ...
+    def decode_one_token(
+        self, slot: int, token: int, heal: bytes = b"", guided: Next | None = None
+    ) -> Pick: ...
     def decode_proposal(
-        self, slot: int, proposal: Sequence[int], heal: bytes
+        self,
+        slot: int,
+        proposal: Sequence[int],
+        heal: bytes,
+        last_guided: Next | None = None,
     ) -> tuple[int, list[Pick]]: ...
     def drop_from(self, slot: int, position: int) -> None: ...
 
@@ -108,6 +116,11 @@ class Generation:
             return "unsure"
         return "cancelled" if self.cancel.cancelled else None
 
+    def guided(self) -> Next | None:
+        """What the guide lets the next token be (None: any token)."""
+        guide = self.options.guide
+        return None if guide is None else guide.after(self.result.text)
+
     def stopped(self, reason: str) -> Decoded:
         self.result.reason = reason
         return self.result
@@ -134,7 +147,7 @@ def decode_n_tokens(
         if not decoder.fits(slot, 1):
             return gen.stopped("context_full")
         try:
-            token, prob = decoder.decode_one_token(slot, token, gen.heal)
+            token, prob = decoder.decode_one_token(slot, token, gen.heal, gen.guided())
         except native.DecodeAborted:  # its cells are dropped already
             return gen.stopped("cancelled")
     return gen.stopped(reason)
@@ -162,8 +175,12 @@ def speculative_decode(
         return decode_n_tokens(decoder, slot, first, options, cancel, on_text, gen)
     if cancel.cancelled:
         return gen.stopped("cancelled")
+    # Where the guide has a say (a dot before a known module's or class's names) the proposal
+    # ends: this model's pick there is made among those names, and one token at a time after.
+    kept, last_guided = _before_the_guide(decoder, proposal, options)
+    proposal = proposal[:kept]
     try:
-        start, picks = decoder.decode_proposal(slot, proposal, options.heal)
+        start, picks = decoder.decode_proposal(slot, proposal, options.heal, last_guided)
     except native.DecodeAborted:
         return gen.stopped("cancelled")
     if not picks:  # it did not fit: decode alone
@@ -183,3 +200,22 @@ def speculative_decode(
         decoder.drop_from(slot, start + c + 1)
         return decode_n_tokens(decoder, slot, pick, options, cancel, on_text, gen)
     raise AssertionError("the loop returns at the proposal's last token")
+
+
+def _before_the_guide(
+    decoder: Decoder, proposal: Sequence[int], options: DecodeOptions
+) -> tuple[int, Next | None]:
+    """How many of the proposal's tokens the guide lets pass unchecked: up to and with the
+    first after which it says what may follow (and what it says), else all (and None)."""
+    guide = options.guide
+    if guide is None:
+        return len(proposal), None
+    heal, text = options.heal, b""
+    for c, token in enumerate(proposal):
+        piece = decoder.piece(token)
+        done = min(len(heal), len(piece))
+        heal, text = heal[done:], text + piece[done:]
+        guided = guide.after(text.decode("utf-8", errors="replace"))
+        if guided is not None:
+            return c + 1, guided
+    return len(proposal), None

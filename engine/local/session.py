@@ -49,6 +49,7 @@ from ghostfim.engine.backend import (
 )
 from ghostfim.engine.config import DEFAULT_BUDGETS, Budgets, BudgetsInEffect
 from ghostfim.engine.context.extra import ExtraContextBuilder
+from ghostfim.engine.context.guide import MemberGuide, Next
 from ghostfim.engine.local import native
 from ghostfim.engine.local.decode import (
     Decoded,
@@ -269,9 +270,10 @@ class ModelSession:
             return done(Decoded(reason="empty_prompt"))
         if request.max_tokens <= 0 and plan.new_tokens <= 1:
             return done(Decoded(reason="prefill_only"))  # already prepared: nothing to decode
+        guide = MemberGuide(request.members, request.prefix) if request.members else None
         try:
             first_token, first_prob, reused, new, prefill_ms = self.prefill(
-                plan, cancel, doc_id=request.doc_id
+                plan, cancel, doc_id=request.doc_id, guided=guide.after("") if guide else None
             )
         except Cancelled:
             # What was decoded before the cancel stays in the cache: count it.
@@ -285,7 +287,9 @@ class ModelSession:
             return done(Decoded(reason="prefill_only"))
 
         decode_start = time.perf_counter()
-        options = DecodeOptions(request.max_tokens, policy, prompt.heal, request.give_up_below)
+        options = DecodeOptions(
+            request.max_tokens, policy, prompt.heal, request.give_up_below, guide
+        )
         stream = streaming(on_text, request, ctx)
         first = (first_token, first_prob)
         if proposal:
@@ -310,10 +314,16 @@ class ModelSession:
 
     # --- phase 2: prefill -------------------------------------------------------------------
     def prefill(
-        self, plan: PromptPlan, cancel: CancelToken, *, doc_id: str = ""
+        self,
+        plan: PromptPlan,
+        cancel: CancelToken,
+        *,
+        doc_id: str = "",
+        guided: Next | None = None,
     ) -> tuple[int, float, int, int, float]:
         """Make the plan's slot hold its prompt; returns (first token, its probability,
-        reused, new, ms).
+        reused, new, ms). The first token is one the member guide lets be, where `guided`
+        (engine/context/guide.py).
 
         Tokens before `plan.stable` are the text before the cursor, which the next keystroke
         will share: a cancel stops them at a chunk boundary and keeps what is done. The rest
@@ -346,7 +356,9 @@ class ModelSession:
             t = time.perf_counter()
             try:
                 last = offset >= len(todo)  # its logits give the first token
-                pick = self._decode(seq, chunk, position, pick=last, heal=plan.prompt.heal)
+                pick = self._decode(
+                    seq, chunk, position, pick=last, heal=plan.prompt.heal, guided=guided
+                )
             except native.DecodeAborted:
                 raise Cancelled() from None
             finally:
@@ -358,21 +370,31 @@ class ModelSession:
         return *pick, keep, len(todo), (time.perf_counter() - start) * 1000
 
     # --- phase 3: decode --------------------------------------------------------------------
-    def decode_one_token(self, slot: int, token: int, heal: bytes = b"") -> tuple[int, float]:
+    def decode_one_token(
+        self, slot: int, token: int, heal: bytes = b"", guided: Next | None = None
+    ) -> tuple[int, float]:
         """Append `token` to the slot's KV cache; the greedy next token and its probability."""
-        pick = self._decode(slot, [token], self.slots.length(slot), pick=True, heal=heal)
+        position = self.slots.length(slot)
+        pick = self._decode(slot, [token], position, pick=True, heal=heal, guided=guided)
         self.decode_steps += 1
         assert pick is not None
         return pick
 
     def _decode(
-        self, slot: int, tokens: list[int], position: int, *, pick: bool, heal: bytes = b""
+        self,
+        slot: int,
+        tokens: list[int],
+        position: int,
+        *,
+        pick: bool,
+        heal: bytes = b"",
+        guided: Next | None = None,
     ) -> tuple[int, float] | None:
         """The one call into llama_decode (prefill chunks and generated tokens alike):
         `tokens` go into the slot's cells from `position`, and the slot records them; with
         `pick`, the greedy next token and the model's probability of it (among the tokens
-        that agree with the text still to be healed). An abort (native.DecodeAborted) drops
-        the half-written cells before it goes up."""
+        that agree with the text still to be healed, and that `guided` lets be). An
+        abort (native.DecodeAborted) drops the half-written cells before it goes up."""
         try:
             self.model.decode(tokens, position, want_logits=pick, seq=slot)
         except native.DecodeAborted:
@@ -381,11 +403,22 @@ class ModelSession:
         self.slots.append(slot, tokens)
         if not pick:
             return None
-        return self.model.argmax_last_with_prob(self._healing_candidates(heal))
+        return self.model.argmax_last_with_prob(self._allowed(heal, guided))
 
-    def _healing_candidates(self, heal: bytes) -> np.ndarray | None:
-        """Tokens that agree with the text still to be healed (None: any token)."""
-        return self.vocab.candidates(heal) if heal else None
+    def _allowed(self, heal: bytes, guided: Next | None = None) -> np.ndarray | None:
+        """Tokens that agree with the text still to be healed and, where the member guide
+        knows the names (engine/context/guide.py), go on with one of them (None: any)."""
+        healing = self.vocab.candidates(heal) if heal else None
+        if guided is None or (guided.open and heal):
+            return healing
+        if guided.open:
+            return self.vocab.after_name(guided.after_dot, bare=True)
+        parts = [self.vocab.spelling(heal + name.encode() for name in guided.names)]
+        if guided.ends:
+            # A healed word and a dot are never one token (BPE pieces start at punctuation).
+            ends = self.vocab.spelling([heal]) if heal else None
+            parts.append(self.vocab.after_name(guided.after_dot) if ends is None else ends)
+        return np.concatenate(parts)
 
     # What decoding (engine/local/decode.py) asks of the session: its KV cells change here.
     def piece(self, token: int) -> bytes:
@@ -395,11 +428,16 @@ class ModelSession:
         return self.slots.fits(self.slots.length(slot) + more)
 
     def decode_proposal(
-        self, slot: int, proposal: Sequence[int], heal: bytes
+        self,
+        slot: int,
+        proposal: Sequence[int],
+        heal: bytes,
+        last_guided: Next | None = None,
     ) -> tuple[int, list[tuple[int, float]]]:
         """Decode a draft's proposal after the prompt in one batch, with the logits of every
         position: where it starts, and this model's own pick after each proposed token
-        (within what token healing still allows there). No picks when it does not fit."""
+        (within what token healing still allows there; after the last, what `last_guided` lets
+        be too). No picks when it does not fit."""
         start = self.slots.length(slot)
         if not self.slots.fits(start + len(proposal) + 1):
             return start, []
@@ -414,7 +452,8 @@ class ModelSession:
         for i, token in enumerate(proposal):
             piece = self.vocab.pieces[token]
             heal = heal[min(len(heal), len(piece)) :]
-            picks.append(self.model.argmax_at(i, self._healing_candidates(heal)))
+            guided = last_guided if i == len(proposal) - 1 else None
+            picks.append(self.model.argmax_at(i, self._allowed(heal, guided)))
         return start, picks
 
     def drop_from(self, slot: int, position: int) -> None:

@@ -12,9 +12,13 @@ follows that text.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
+
+# Bytes that go on a name (ASCII; engine/context/guide.py's names are identifiers).
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_DOT = ord(".")
 
 
 class VocabIndex:
@@ -33,6 +37,15 @@ class VocabIndex:
         self._sorted = [p for p, _ in entries]
         self._ids = np.array([i for _, i in entries], dtype=np.int64)
         self._exact = {p: i for p, i in entries}
+        # What may follow a name that ends (engine/context/guide.py): a piece that starts with
+        # a byte no name has, or an end token; a dot apart (the guide says where it goes).
+        ends = sorted(self.ends)
+        self._name_ends = np.array(
+            [*ends, *(i for p, i in entries if p[0] not in _NAME_BYTES and p[0] != _DOT)],
+            dtype=np.int64,
+        )
+        self._not_dot = np.array([*ends, *(i for p, i in entries if p[0] != _DOT)], dtype=np.int64)
+        self._dot = np.array([i for p, i in entries if p[0] == _DOT], dtype=np.int64)
 
     def candidates(self, text: bytes) -> np.ndarray:
         """Ids whose piece starts with `text`, or is a non-empty proper prefix of it."""
@@ -41,3 +54,30 @@ class VocabIndex:
         shorter = [self._exact[text[:k]] for k in range(1, len(text)) if text[:k] in self._exact]
         ids = self._ids[lo:hi]
         return np.concatenate([ids, np.array(shorter, dtype=np.int64)]) if shorter else ids
+
+    def spelling(self, texts: Iterable[bytes]) -> np.ndarray:
+        """Ids whose piece goes on spelling one of `texts` (a name's rest): a non-empty prefix
+        of it, or all of it followed by a byte that cannot go on a name (`name(`)."""
+        ids: set[int] = set()
+        for text in texts:
+            ids.update(
+                self._exact[text[:k]] for k in range(1, len(text) + 1) if text[:k] in self._exact
+            )
+            lo = bisect_left(self._sorted, text)
+            hi = bisect_left(self._sorted, text + b"\xff\xff\xff\xff")
+            n = len(text)
+            ids.update(
+                int(self._ids[j])
+                for j in range(lo, hi)
+                if len(self._sorted[j]) > n and self._sorted[j][n] not in _NAME_BYTES
+            )
+        return np.fromiter(ids, dtype=np.int64, count=len(ids))
+
+    def after_name(self, after_dot: Iterable[str] | None, bare: bool = False) -> np.ndarray:
+        """Ids that may follow a name: a piece that ends it (`(`, ` `, a new line, an end
+        token), or, with `bare` (the name may go on too), any piece that starts with no dot;
+        and a dot only into one of `after_dot` (None: any)."""
+        head = self._not_dot if bare else self._name_ends
+        if after_dot is None:
+            return np.concatenate([head, self._dot])
+        return np.concatenate([head, self.spelling(b"." + name.encode() for name in after_dot)])

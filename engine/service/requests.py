@@ -95,6 +95,7 @@ class RequestFactory:
         if mode == "full":
             extra = self._context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
         definitions = None
+        members = None if self._workspace is None else self._workspace.members_for(state.doc_id)
         if self._workspace is not None and c.workspace_context_tokens != 0:
             definitions = block or self._workspace.block_for(state, full=mode == "full")
             if definitions is not None and definitions.budget != c.workspace_context_tokens:
@@ -110,6 +111,7 @@ class RequestFactory:
             postprocess=c.postprocess,
             extra_context=extra,
             definitions=definitions,
+            members=members,
             give_up_below=self._filter.give_up_below(explicit),
         )
 

@@ -38,6 +38,7 @@ from ghostfim.engine.context.definitions import (
     select_definitions,
 )
 from ghostfim.engine.context.files import read_source
+from ghostfim.engine.context.guide import Members
 from ghostfim.engine.context.index import IndexStatus, WorkspaceIndex
 from ghostfim.engine.context.snippets import (
     MIN_SIMILARITY,
@@ -201,6 +202,15 @@ class WorkspaceContext:
         if block or full:  # a keystroke's deferred empty block hides no selection (status)
             self.last_block = block
         return block or None
+
+    def members_for(self, doc_id: str) -> Members | None:
+        """The lookup of the names after `a.b.` in this document (engine/context/guide.py);
+        None when the context is off or the document is no file of the workspace."""
+        doc = self._docs.get(doc_id)
+        if not self.enabled or doc is None or not self._roots:
+            return None
+        index, path = self.index, doc.path
+        return lambda dotted: index.members(path, dotted)
 
     def switch_due(self, doc_id: str) -> DefinitionBlock | None:
         """The block full prompts moved on to that keystroke prompts do not use yet (None: no

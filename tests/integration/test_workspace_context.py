@@ -9,6 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.server import TINY, complete, configure, open_doc, start, status, wait_for
 
 NET = '''\
@@ -104,5 +106,47 @@ async def test_without_a_workspace_folder_nothing_is_indexed(tmp_path: Path) -> 
         await open_doc(client, uri, APP)
         await complete(client, uri, 5, 11, trigger=1)
         assert (await status(client))["recent"][-1]["definitions"] == []
+    finally:
+        assert await client.stop() == 0
+
+
+CODEC = '''\
+class Codec:
+    """Turns records into wire frames and back."""
+
+    def zq_frame_of_record(self, record: dict) -> bytes: ...
+
+    def zq_record_of_frame(self, frame: bytes) -> dict: ...
+'''
+SENDER = """\
+from codec import Codec
+
+
+def send(record):
+    frame = Codec.
+"""
+SMALL = {"model": {"size": "small"}, "maxTokens": 16, "backend": "local", "nGpuLayers": -1}
+
+
+@pytest.mark.model
+async def test_after_a_dot_the_real_model_writes_a_name_the_class_has(tmp_path: Path) -> None:
+    """The member guide (engine/context/guide.py) through the server, with the real model on
+    names it cannot guess: with the context off it writes a name of its own."""
+    (tmp_path / "codec.py").write_text(CODEC)
+    (tmp_path / "sender.py").write_text(SENDER)
+    uri = (tmp_path / "sender.py").as_uri()
+    members = ("zq_frame_of_record", "zq_record_of_frame")
+    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
+    try:
+        await wait_for(client, ready, timeout=20)
+        await open_doc(client, uri, SENDER)
+        answer = await complete(client, uri, 4, 18, trigger=1)
+        [item] = answer["items"]
+        assert item["insertText"].startswith(members), item["insertText"]
+
+        await configure(client, {**SMALL, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        answer = await complete(client, uri, 4, 18, trigger=1)
+        assert not any(i["insertText"].startswith(members) for i in answer["items"]), answer
     finally:
         assert await client.stop() == 0

@@ -451,3 +451,96 @@ def test_typescript_and_javascript_names_resolve_across_modules(
     assert imports["./util.js"] == str(tmp_path / "src/util.js")
     assert imports["./util"] == str(tmp_path / "src/util.js")
     assert imports["some-package"] is None
+
+
+MEMBERS = {
+    "pkg/__init__.py": "from .proto import ToProto\n",
+    "pkg/proto.py": (
+        "import enum\n"
+        "from .base import Converter\n"
+        "LIMIT = 3\n"
+        "class ToProto(Converter):\n"
+        "    FORMAT: str = 'x'\n"
+        "    def task(self): ...\n"
+        "    @classmethod\n"
+        "    def _private_helper(cls): ...\n"
+        "class State(str, enum.Enum):\n"
+        "    READY = 'ready'\n"
+        "    DONE, FAILED = 'done', 'failed'\n"
+        "class Model(BaseModel):\n"
+        "    name: str\n"
+    ),
+    "pkg/base.py": (
+        "import sys\n"
+        "class Converter:\n"
+        "    def agent_card(self): ...\n"
+        "    if sys.version_info >= (3, 12):\n"
+        "        def later(self): ...\n"
+    ),
+    "pkg/unpack.py": "A, B = 1, 2\n",
+    "pkg/loop.py": "for _name in ('X',):\n    pass\n",
+    "pkg/sub/__init__.py": "",
+    "pkg/tool.py": "def run(): ...\n",
+    "pkg/gen_pb2.py": "_globals = globals()\nDESCRIPTOR = object()\n",
+    "pkg/gen_pb2.pyi": "class Message: ...\nDESCRIPTOR: object\n",
+    "pkg/lazy.py": "def __getattr__(name): ...\n",
+    "pkg/dyn.py": "_g = globals()\n_g['Made'] = 1\n",
+    "pkg/star.py": "from .tool import *\n",
+    "app.py": (
+        "import pkg\n"
+        "from pkg import proto, gen_pb2, lazy, dyn, star, unpack, loop\n"
+        "from pkg.proto import ToProto as TP, State, Model\n"
+    ),
+}
+
+
+def test_members_are_every_name_a_module_or_class_of_the_workspace_has(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    write(tmp_path, MEMBERS)
+    built(index, tmp_path)
+    app = tmp_path / "app.py"
+    # A module: its definitions, the names it imports; a package's submodules too.
+    assert index.members(app, "proto") == {
+        "enum",
+        "Converter",
+        "LIMIT",
+        "ToProto",
+        "State",
+        "Model",
+    }
+    assert index.members(app, "pkg") == {
+        "ToProto", "proto", "base", "sub", "tool", "gen_pb2", "lazy", "dyn", "star", "unpack",
+        "loop",
+    }  # fmt: skip
+    # A class: its own names (private ones too, and all of them where its stub is cut) and
+    # those of its bases that the workspace holds; an Enum's members through `str, enum.Enum`.
+    expected = {"FORMAT", "task", "_private_helper", "agent_card", "later"}
+    assert index.members(app, "TP") == expected
+    assert index.members(app, "proto.ToProto") == expected
+    assert index.members(app, "pkg.proto.ToProto") == expected
+    assert index.members(app, "State") == {"READY", "DONE", "FAILED"}
+    # A module's stub lists what the module makes at run time.
+    assert index.members(app, "gen_pb2") == {"Message", "DESCRIPTOR"}
+
+
+def test_no_member_list_where_it_may_be_incomplete_or_names_nothing_known(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    write(tmp_path, MEMBERS)
+    built(index, tmp_path)
+    app = tmp_path / "app.py"
+    for dotted in (
+        "Model",  # a base from outside the workspace (pydantic's) brings names unseen here
+        "lazy",  # a module __getattr__
+        "dyn",  # globals() at the top level
+        "unpack",  # names the outline does not list: `A, B = ...`
+        "loop",  # ... a loop's
+        "star",  # a star import from anywhere
+        "proto.LIMIT",  # a variable: its type is not known
+        "TP.task",  # a method's attributes
+        "os",  # not the workspace's
+        "unknown",
+    ):
+        assert index.members(app, dotted) is None, dotted
+    assert index.members(tmp_path / "elsewhere.py", "pkg") is None

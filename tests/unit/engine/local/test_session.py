@@ -399,3 +399,35 @@ def test_no_fim_tokens_means_prefix_only() -> None:
         {"fim_pre": -1, "fim_suf": -1, "fim_mid": -1, "eos": 2}, lambda i: "", add_bos=False
     )
     assert t.layout == "prefix" and not t.uses_suffix and 2 in t.stop_tokens
+
+
+def test_after_a_dot_the_member_guide_spells_only_the_names_it_knows(
+    tiny_session: ModelSession,
+) -> None:
+    names = frozenset({"alpha_beta", "gamma_delta_epsilon"})
+    asked: list[str] = []
+
+    def members(dotted: str) -> frozenset[str] | None:
+        asked.append(dotted)
+        return names if dotted == "mod" else None
+
+    def spells_a_name(text: str) -> bool:
+        return any(
+            name.startswith(text)
+            or (text.startswith(name) and not (text[len(name)].isalnum() or text[len(name)] == "_"))
+            for name in names
+        )
+
+    for typed in ("", "gam"):
+        request = CompletionRequest(
+            prefix=f"import mod\n\nvalue = mod.{typed}",
+            suffix="",
+            max_tokens=12,
+            postprocess=False,
+            multiline="never",
+        )
+        free = tiny_session.complete(request)
+        guided = tiny_session.complete(replace(request, members=members))
+        assert guided.raw_text and spells_a_name(typed + guided.raw_text), guided.raw_text
+        assert not spells_a_name(typed + free.raw_text), free.raw_text  # random weights
+    assert asked == ["mod", "mod"]  # one lookup per request and chain

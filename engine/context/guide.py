@@ -1,0 +1,95 @@
+"""The names a suggestion may write after a dot, from the workspace index: member-guided
+decoding.
+
+A small model that has not seen a package guesses its names: after `proto_utils.ToProto.` it
+writes a plausible method that the class does not have. Where the index knows every name the
+thing before the dot has (a workspace module, or a workspace class whose bases the index holds
+too: engine/context/resolve.py `members`), the decoder takes only tokens that spell one of them
+(monitor-guided decoding, Agrawal et al. 2023; JetBrains' full-line completion checks its
+names the same way). The model still chooses which name, and its probability of the chosen
+token goes to the confidence filter as it is: a name the model did not expect is shown only if
+the filter would show it anyway.
+
+Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
+where what was typed after the dot starts no name on it (the user knows a name the index does
+not), in comments, and after an odd number of quotes on the line (in a string). A whole name
+may not go on into a longer one the list lacks (`config` into `config_response`), and a dot
+after a known name goes on into its names even where one token holds both (`.res`).
+
+Pure text: the session (engine/local/session.py) turns the names into the tokens that may come
+next (engine/local/vocab.py `spelling`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TAIL_CHARS = 256  # of the text before the cursor: the line a chain ends on
+# The dotted name the text ends with (`a`, `a.`, `a.b.pa`), not after a call, an index or
+# another dot.
+_TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
+
+Members = Callable[[str], "frozenset[str] | None"]
+
+
+@dataclass(frozen=True)
+class Next:
+    """What the next token may be, by the names the index knows.
+
+    `names`: the rests of the names that start with what is written after the dot (the token
+    goes on spelling one of them). `ends`: the name written may end here: a token that starts
+    with a byte no name has, except a dot; a dot goes on into one of `after_dot` (the names of
+    what is written, None: unknown, any). `open`: a bare name (`mod`, no dot yet): any token
+    may follow, a dot only into `after_dot`."""
+
+    names: tuple[str, ...] = ()
+    ends: bool = False
+    after_dot: tuple[str, ...] | None = None
+    open: bool = False
+
+
+class MemberGuide:
+    """For one request: the text before the cursor and a lookup of `dotted`'s names."""
+
+    def __init__(self, members: Members, before: str) -> None:
+        self._members = members
+        self._before = before[-TAIL_CHARS:]
+        self._known: dict[str, tuple[str, ...] | None] = {}
+
+    def after(self, generated: str) -> Next | None:
+        """What may follow `before + generated` (None: anything)."""
+        text = self._before + generated
+        line = text[text.rfind("\n") + 1 :]
+        if line.lstrip().startswith("#") or _in_string(line):
+            return None
+        found = _TAIL.search(line)
+        if found is None:
+            return None
+        *chain, partial = found.group(0).split(".")
+        if not chain:  # a bare name: only a dot after it is guided
+            after_dot = self._names(partial)
+            return None if after_dot is None else Next(ends=True, after_dot=after_dot, open=True)
+        if not all(chain):  # `a..b`
+            return None
+        dotted = ".".join(chain)
+        names = self._names(dotted)
+        if names is None:
+            return None
+        rests = tuple(name[len(partial) :] for name in names if name.startswith(partial))
+        whole = partial in names
+        if not whole and not rests:
+            return None  # the user knows a name the index does not
+        after_dot = self._names(f"{dotted}.{partial}") if whole else None
+        return Next(tuple(r for r in rests if r), whole, after_dot)
+
+    def _names(self, dotted: str) -> tuple[str, ...] | None:
+        if dotted not in self._known:
+            found = self._members(dotted)
+            self._known[dotted] = None if found is None else tuple(sorted(found))
+        return self._known[dotted]
+
+
+def _in_string(line: str) -> bool:
+    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1

@@ -1,0 +1,76 @@
+"""engine/context/guide.py: which names may follow a dot, from a member lookup."""
+
+from __future__ import annotations
+
+from ghostfim.engine.context.guide import MemberGuide, Next
+
+NAMES = {
+    "proto_utils": frozenset({"ToProto", "FromProto", "LIMIT"}),
+    "proto_utils.ToProto": frozenset({"task", "task_push_config", "agent_card"}),
+}
+TO_PROTO = ("agent_card", "task", "task_push_config")
+
+
+class Lookup:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, dotted: str) -> frozenset[str] | None:
+        self.asked.append(dotted)
+        return NAMES.get(dotted)
+
+
+def guide(before: str) -> tuple[MemberGuide, Lookup]:
+    lookup = Lookup()
+    return MemberGuide(lookup, before), lookup
+
+
+def test_after_a_known_dot_the_rests_of_the_names_that_start_with_what_is_written() -> None:
+    g, lookup = guide("def f(res):\n    return proto_utils.")
+    assert g.after("") == Next(("FromProto", "LIMIT", "ToProto"))
+    assert g.after("To") == Next(("Proto",))
+    # A whole name may end (not into a longer one the list lacks) or go on into a longer one;
+    # a dot after it goes on into its own names.
+    assert g.after("ToProto") == Next((), ends=True, after_dot=TO_PROTO)
+    assert g.after("ToProto.task") == Next(("_push_config",), ends=True, after_dot=None)
+    assert g.after("ToProto.task_push_config") == Next((), ends=True)
+    assert g.after("ToProto.agent_card(res") is None  # past the name
+    assert lookup.asked == [
+        "proto_utils",
+        "proto_utils.ToProto",
+        "proto_utils.ToProto.task",
+        "proto_utils.ToProto.task_push_config",
+        "res",
+    ]  # each once
+
+
+def test_a_bare_known_name_guides_only_the_dot_after_it() -> None:
+    g, _ = guide("    return proto_utils")
+    assert g.after("") == Next(
+        (), ends=True, after_dot=("FromProto", "LIMIT", "ToProto"), open=True
+    )
+    assert g.after("_x") is None  # a name the index does not know
+
+
+def test_nothing_is_constrained_where_the_names_are_not_known() -> None:
+    for before in (
+        "x = self.",  # not a module or class of the workspace
+        "x = proto_utils.Unknown.",
+        "x = make().",  # after a call
+        "x = items[0].",  # after an index
+        "x = a.proto_utils.",  # the chain starts after another dot
+        "x = proto_utils..",
+        "# see proto_utils.",  # a comment
+        "x = 'proto_utils.",  # a string
+        "x = 1.",
+    ):
+        g, _ = guide(before)
+        assert g.after("") is None, before
+    g, _ = guide("return proto_utils.")
+    assert g.after("Zed") is None  # the user knows a name the index does not
+    assert g.after("ToProto\n") is None  # a new line
+
+
+def test_only_the_line_the_chain_ends_on_is_read() -> None:
+    g, _ = guide("x = 'unclosed\nreturn proto_utils.")
+    assert g.after("") == Next(("FromProto", "LIMIT", "ToProto"))
