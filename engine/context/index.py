@@ -260,10 +260,14 @@ class WorkspaceIndex:
 
     def members(self, path: str | os.PathLike[str], dotted: str) -> frozenset[str] | None:
         """Every name `dotted.` may go on with in the file (a workspace module's or class's;
-        None where that list may be incomplete or unknown): engine/context/guide.py."""
+        None where that list may be incomplete or unknown): engine/context/guide.py. None
+        too until the index is whole (`ready`): a package's submodules, a class's bases may
+        be missing while it builds, or where a cap left files out."""
         with self._lock:
             file = self._files.get(self._key(path) or "")
-            return None if file is None else self._resolver.members(file, dotted)
+            if file is None or self._state != "ready":
+                return None
+            return self._resolver.members(file, dotted)
 
     def _key(self, path: str | os.PathLike[str]) -> str | None:
         """A path as the index keys it (under its root's real path)."""

@@ -544,3 +544,16 @@ def test_no_member_list_where_it_may_be_incomplete_or_names_nothing_known(
     ):
         assert index.members(app, dotted) is None, dotted
     assert index.members(tmp_path / "elsewhere.py", "pkg") is None
+
+
+def test_no_member_list_from_an_index_a_cap_left_files_out_of(tmp_path: Path) -> None:
+    write(tmp_path, MEMBERS)
+    index = WorkspaceIndex(Limits(files=12))  # of 13: one of pkg's modules is missing
+    try:
+        built(index, tmp_path)
+        app = index.file(tmp_path / "app.py")
+        assert index.status().state == "capped" and app is not None
+        assert index._resolver.members(app, "pkg")  # a list, but one without that module
+        assert index.members(tmp_path / "app.py", "pkg") is None
+    finally:
+        index.stop()
