@@ -279,3 +279,30 @@ async def test_the_service_gives_a_first_keystroke_the_block_only_where_it_prefi
             assert service.workspace.cold_block_fits() is fits
         finally:
             await service.shutdown()
+
+
+def test_the_member_lookup_is_the_documents_and_only_with_the_context_and_a_workspace(
+    tmp_path: Path,
+) -> None:
+    ws, uri = started(tmp_path)
+    try:
+        members = ws.members_for(uri)
+        assert members is not None
+        (tmp_path / "mod.py").write_text("import net\n")
+        ws.opened((tmp_path / "mod.py").as_uri(), "import net\n")
+        assert ws.index.wait(20)
+        lookup = ws.members_for((tmp_path / "mod.py").as_uri())
+        assert lookup is not None and lookup("net") == {"connect", "close"}
+        assert members("net") is None  # app.py imports names from net, not the module
+        assert ws.members_for("untitled:Untitled-1") is None
+        ws.set_enabled(False)
+        assert ws.members_for(uri) is None
+    finally:
+        ws.stop()
+    alone = WorkspaceContext()
+    alone.set_enabled(True)
+    alone.opened(uri, APP)
+    try:
+        assert alone.members_for(uri) is None  # no workspace folder
+    finally:
+        alone.stop()
