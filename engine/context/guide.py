@@ -12,9 +12,10 @@ the filter would show it anyway.
 
 Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
 where what was typed after the dot starts no name on it (the user knows a name the index does
-not), in comments, and after an odd number of quotes on the line (in a string). A whole name
-may not go on into a longer one the list lacks (`config` into `config_response`), and a dot
-after a known name goes on into its names even where one token holds both (`.res`).
+not), in comments, in docstrings, and after an odd number of quotes on the line (in a
+string). A whole name may not go on into a longer one the list lacks (`config` into
+`config_response`), and a dot after a known name goes on into its names even where one token
+holds both (`.res`).
 
 Pure text: the session (engine/local/session.py) turns the names into the tokens that may come
 next (engine/local/vocab.py `spelling`).
@@ -56,13 +57,15 @@ class MemberGuide:
     def __init__(self, members: Members, before: str) -> None:
         self._members = members
         self._before = before[-TAIL_CHARS:]
+        # In a docstring (an odd number of triple quotes before the cursor): prose, unguided.
+        self._prose = (before.count('"""') + before.count("'''")) % 2 == 1
         self._known: dict[str, tuple[str, ...] | None] = {}
 
     def after(self, generated: str) -> Next | None:
         """What may follow `before + generated` (None: anything)."""
         text = self._before + generated
         line = text[text.rfind("\n") + 1 :]
-        if line.lstrip().startswith("#") or _in_string(line):
+        if self._prose or "#" in line or _in_string(line):
             return None
         found = _TAIL.search(line)
         if found is None:

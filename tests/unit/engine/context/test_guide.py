@@ -61,6 +61,8 @@ def test_nothing_is_constrained_where_the_names_are_not_known() -> None:
         "x = a.proto_utils.",  # the chain starts after another dot
         "x = proto_utils..",
         "# see proto_utils.",  # a comment
+        "x = 1  # see proto_utils.",  # a comment after code
+        '"""Uses\nproto_utils.',  # a docstring
         "x = 'proto_utils.",  # a string
         "x = 1.",
     ):
@@ -74,3 +76,5 @@ def test_nothing_is_constrained_where_the_names_are_not_known() -> None:
 def test_only_the_line_the_chain_ends_on_is_read() -> None:
     g, _ = guide("x = 'unclosed\nreturn proto_utils.")
     assert g.after("") == Next(("FromProto", "LIMIT", "ToProto"))
+    g, _ = guide('"""A docstring."""\nreturn proto_utils.')  # closed: code again
+    assert g.after("") is not None
