@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ghostfim.engine.context.files import JS_SUFFIXES, Root
@@ -120,24 +120,10 @@ class Resolver:
         """What `dotted` (`A`, `m.A`, `pkg.mod.A`) names through the imports of `file`; the
         first definition on the way (`Model.objects` is `Model`)."""
         head, *rest = dotted.split(".")
-        for binding in self._bindings(file.outline, head):
-            if binding.name is None and file.python:
-                # A module: `import pkg` then `pkg.mod.A`: the longest prefix that is a module
-                # of the workspace (namespace packages have no file of their own to look in).
-                for k in range(len(rest), -1, -1):
-                    target = self.python_module(file, ".".join([binding.module, *rest[:k]]))
-                    if target is not None:
-                        found = self._attributes(target, rest[k:])
-                        if found is not None:
-                            return found
-                continue
-            resolved = self.binding(file, binding, 0)
-            if isinstance(resolved, Definition):
-                return resolved
-            if resolved is not None:
-                found = self._attributes(resolved, rest)
-                if found is not None:
-                    return found
+        for start, names in self._starts(file, head, rest):
+            found = self._attributes(start, names)
+            if found is not None:
+                return found
         for star in self._bindings(file.outline, "*"):
             target = self.module(file, star.module)
             if target is not None:
@@ -145,6 +131,24 @@ class Resolver:
                 if found is not None:
                     return found
         return None
+
+    def _starts(
+        self, file: IndexedFile, head: str, rest: list[str]
+    ) -> Iterator[tuple[Definition | IndexedFile, list[str]]]:
+        """Where `head.rest` may start in `file`, by each import that binds `head`: the module
+        or definition it reaches, and the names of `rest` still to follow from there."""
+        for binding in self._bindings(file.outline, head):
+            if binding.name is None and file.python:
+                # A module: `import pkg` then `pkg.mod.A`: the longest prefixes that are modules
+                # of the workspace first (namespace packages have no file of their own).
+                for k in range(len(rest), -1, -1):
+                    target = self.python_module(file, ".".join([binding.module, *rest[:k]]))
+                    if target is not None:
+                        yield target, rest[k:]
+                continue
+            resolved = self.binding(file, binding, 0)
+            if resolved is not None:
+                yield resolved, rest
 
     def members(self, file: IndexedFile, dotted: str) -> frozenset[str] | None:
         """Every name `dotted.` may go on with in `file` (Python only): a workspace module's
@@ -162,29 +166,18 @@ class Resolver:
         """The module or definition `dotted` names in `file` (None: a name of something else,
         such as a class's attribute, or unknown)."""
         head, *rest = dotted.split(".")
-        bindings = self._bindings(file.outline, head)
-        if not bindings:
+        if not self._bindings(file.outline, head):
             found = file.by_name.get(head)
             return self._walk(found, rest) if found is not None else None
-        for binding in bindings:
-            if binding.name is None:  # a module: the longest prefix of `rest` it has
-                for k in range(len(rest), -1, -1):
-                    target = self.python_module(file, ".".join([binding.module, *rest[:k]]))
-                    if target is not None:
-                        return self._walk(target, rest[k:])
-                continue
-            resolved = self.binding(file, binding, 0)
-            if resolved is not None:
-                return self._walk(resolved, rest)
+        for start, names in self._starts(file, head, rest):
+            return self._walk(start, names)
         return None
 
     def _walk(self, start: Definition | IndexedFile, names: Sequence[str]) -> Found:
-        current: Found = start
-        for name in names:
-            if not isinstance(current, IndexedFile):
-                return None  # an attribute of a definition: its type is not known here
-            current = self.lookup(current, name, 0)
-        return current
+        """What all of `names` reach from `start` (None: an attribute of a definition, whose
+        type is not known here)."""
+        found, taken = self._descend(start, names)
+        return found if taken == len(names) else None
 
     def _module_members(self, module: IndexedFile) -> frozenset[str] | None:
         stub = self.files.get(os.path.splitext(module.path)[0] + ".pyi")
@@ -324,16 +317,23 @@ class Resolver:
                     return resolved
         return None
 
-    def _attributes(self, module: IndexedFile, names: Sequence[str]) -> Definition | None:
-        """The definition `a.b.c` names in `module` (the first met on the way); None when it
+    def _attributes(
+        self, start: Definition | IndexedFile, names: Sequence[str]
+    ) -> Definition | None:
+        """The definition `a.b.c` names from `start` (the first met on the way); None when it
         names a module or nothing."""
-        current = module
-        for name in names:
-            found = self.lookup(current, name, 0)
-            if found is None or isinstance(found, Definition):
-                return found
-            current = found
-        return None
+        found, _ = self._descend(start, names)
+        return found if isinstance(found, Definition) else None
+
+    def _descend(self, start: Definition | IndexedFile, names: Sequence[str]) -> tuple[Found, int]:
+        """Follow `names` from `start` through modules: what that reaches, and how many of
+        the names it took (it stops at the first definition, or at nothing)."""
+        current: Found = start
+        for taken, name in enumerate(names):
+            if not isinstance(current, IndexedFile):
+                return current, taken
+            current = self.lookup(current, name, 0)
+        return current, len(names)
 
     @staticmethod
     def _bindings(outline: Outline, local: str) -> list[Binding]:
