@@ -73,6 +73,13 @@ class Decoder(Protocol):
     def drop_from(self, slot: int, position: int) -> None: ...
 
 
+def past_heal(heal: bytes, piece: bytes) -> tuple[bytes, bytes]:
+    """A token's piece against the text still to be healed: (what is left to heal, the
+    piece's own text after it)."""
+    done = min(len(heal), len(piece))
+    return heal[done:], piece[done:]
+
+
 class Generation:
     """The suggestion as its tokens come: each is taken (`take`) until one ends it."""
 
@@ -93,10 +100,7 @@ class Generation:
         r, options = self.result, self.options
         if token in self.decoder.end_tokens:
             return "eog"
-        piece_bytes = self.decoder.piece(token)
-        if self.heal:
-            done = min(len(self.heal), len(piece_bytes))
-            piece_bytes, self.heal = piece_bytes[done:], self.heal[done:]
+        self.heal, piece_bytes = past_heal(self.heal, self.decoder.piece(token))
         r.generated += 1
         r.text += self._utf8.decode(piece_bytes)
         r.probs.append(prob)
@@ -212,9 +216,8 @@ def _before_the_guide(
         return len(proposal), None
     heal, text = options.heal, b""
     for c, token in enumerate(proposal):
-        piece = decoder.piece(token)
-        done = min(len(heal), len(piece))
-        heal, text = heal[done:], text + piece[done:]
+        heal, piece = past_heal(heal, decoder.piece(token))
+        text += piece
         guided = guide.after(text.decode("utf-8", errors="replace"))
         if guided is not None:
             return c + 1, guided

@@ -55,6 +55,7 @@ from ghostfim.engine.local.decode import (
     Decoded,
     DecodeOptions,
     decode_n_tokens,
+    past_heal,
     speculative_decode,
 )
 from ghostfim.engine.local.kvslots import KvSlots, SlotPlan
@@ -450,8 +451,7 @@ class ModelSession:
         self.decode_steps += 1
         picks = []
         for i, token in enumerate(proposal):
-            piece = self.vocab.pieces[token]
-            heal = heal[min(len(heal), len(piece)) :]
+            heal, _ = past_heal(heal, self.vocab.pieces[token])
             guided = last_guided if i == len(proposal) - 1 else None
             picks.append(self.model.argmax_at(i, self._allowed(heal, guided)))
         return start, picks
