@@ -409,16 +409,15 @@ class ModelSession:
     def _allowed(self, heal: bytes, guided: Next | None = None) -> np.ndarray | None:
         """Tokens that agree with the text still to be healed and, where the member guide
         knows the names (engine/context/guide.py), go on with one of them (None: any)."""
-        healing = self.vocab.candidates(heal) if heal else None
         if guided is None or (guided.open and heal):
-            return healing
+            return self.vocab.candidates(heal) if heal else None
         if guided.open:
             return self.vocab.after_name(guided.after_dot, bare=True)
         parts = [self.vocab.spelling(heal + name.encode() for name in guided.names)]
         if guided.ends:
             # A healed word and a dot are never one token (BPE pieces start at punctuation).
-            ends = self.vocab.spelling([heal]) if heal else None
-            parts.append(self.vocab.after_name(guided.after_dot) if ends is None else ends)
+            ends = self.vocab.spelling([heal]) if heal else self.vocab.after_name(guided.after_dot)
+            parts.append(ends)
         return np.concatenate(parts)
 
     # What decoding (engine/local/decode.py) asks of the session: its KV cells change here.
