@@ -60,17 +60,11 @@ class VocabIndex:
         of it, or all of it followed by a byte that cannot go on a name (`name(`)."""
         ids: set[int] = set()
         for text in texts:
-            ids.update(
-                self._exact[text[:k]] for k in range(1, len(text) + 1) if text[:k] in self._exact
-            )
-            lo = bisect_left(self._sorted, text)
-            hi = bisect_left(self._sorted, text + b"\xff\xff\xff\xff")
             n = len(text)
-            ids.update(
-                int(self._ids[j])
-                for j in range(lo, hi)
-                if len(self._sorted[j]) > n and self._sorted[j][n] not in _NAME_BYTES
-            )
+            for i in self.candidates(text).tolist():  # those that start with it, or prefix it
+                piece = self.pieces[i]
+                if len(piece) <= n or piece[n] not in _NAME_BYTES:
+                    ids.add(i)
         return np.fromiter(ids, dtype=np.int64, count=len(ids))
 
     def after_name(self, after_dot: Iterable[str] | None, bare: bool = False) -> np.ndarray:
