@@ -14,7 +14,9 @@ does not let go of it), and another thread of the process waits that long: a thr
 every 1 ms waited 108 ms at most (p99 31 ms) while the bench corpus was indexed, 382 ms (p99
 77 ms) on a site-packages of 4,241 files, whose largest files are near the 512 kB cap
 (bench/workspace_corpus.py --measure, on 2 shared cores). The thread runs at a lower priority
-(INDEX_NICE, Linux) so that the model's threads get the cores first.
+(INDEX_NICE, Linux) so that the model's threads get the cores first, and its caller holds it
+while a model loads (`hold`): the load times the model's prefill to size every keystroke's
+window, and an index scanning beside it made the server measure a slower machine than it is.
 
 Bounded (files.Limits): a cap on files, on each file's size (larger ones are skipped), on the
 source read and on what the index keeps; past a cap the index holds what it had (`capped`).
@@ -62,6 +64,9 @@ State = Literal["off", "indexing", "ready", "capped"]
 # every keystroke's window by that: docs/benchmarks.md.)
 INDEX_NICE = 10
 STOP_WAIT_S = 5.0  # stop() waits this long for the thread (it checks between files)
+# `hold()` keeps the thread waiting between files for at most this long: a load that takes
+# longer (a model downloading) has no claim on the CPU worth the index's delay.
+HOLD_MAX_S = 30.0
 # A window's share of the snippet store, besides its word ids (4 bytes each) and the
 # vocabulary: its entries in the store's arrays and postings. (The bench corpus: 85,000
 # windows, 34 MB as tracemalloc sees the store.)
@@ -112,6 +117,9 @@ class WorkspaceIndex:
         self._tasks: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
         self._idle = threading.Condition()
         self._pending = 0  # tasks queued or running
+        self._go = threading.Event()  # cleared while held: the thread waits between files
+        self._go.set()
+        self._held_since: float | None = None
 
     # --- life ----------------------------------------------------------------------------------
     def start(self, roots: Sequence[str | os.PathLike[str]]) -> None:
@@ -161,6 +169,16 @@ class WorkspaceIndex:
         with self._idle:
             self._pending = 0
             self._idle.notify_all()
+
+    def hold(self, held: bool) -> None:
+        """Hold the thread between files (a model is loading and timing its prefill), or let
+        it go on. A hold lasts HOLD_MAX_S at most; it outlives restarts of the index."""
+        if not held:
+            self._held_since = None
+            self._go.set()
+        elif self._held_since is None:  # a hold asked again goes on from its start
+            self._held_since = time.monotonic()
+            self._go.clear()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the thread has done all it was given; False on timeout (tests, benches)."""
@@ -292,6 +310,7 @@ class WorkspaceIndex:
             task = tasks.get()
             if task is None or stop.is_set():
                 return
+            self._wait_while_held(stop)
             try:
                 self._do(task, stop)
             except Exception:  # one bad file or event must not end the index
@@ -300,6 +319,14 @@ class WorkspaceIndex:
                 with self._idle:
                     self._pending = max(0, self._pending - 1)
                     self._idle.notify_all()
+
+    def _wait_while_held(self, stop: threading.Event) -> None:
+        while not self._go.is_set() and not stop.is_set():
+            since = self._held_since
+            left = HOLD_MAX_S if since is None else since + HOLD_MAX_S - time.monotonic()
+            if left <= 0:
+                return  # held too long: go on (the hold stays, for nothing)
+            self._go.wait(min(left, 0.1))  # stop() is seen within 0.1 s
 
     def _do(self, task: _Task, stop: threading.Event) -> None:
         kind, path = task
@@ -350,6 +377,7 @@ class WorkspaceIndex:
         self._packages = {}
         for root, ignores in self._roots:
             for found in walk(ignores, self.skip_dirs, self.limits.entries):
+                self._wait_while_held(stop)
                 if stop.is_set():
                     return
                 if found is None:  # too many directory entries to look at

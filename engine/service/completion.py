@@ -60,6 +60,7 @@ class _HostEvents:
         self._service.events.problem(message)
 
     def host_changed(self) -> None:
+        self._service.workspace.model_loading(self._service.host.loading is not None)
         self._service.publish_status()
 
 

@@ -129,6 +129,11 @@ class WorkspaceContext:
     def stop(self) -> None:
         self.index.stop()
 
+    def model_loading(self, loading: bool) -> None:
+        """A model is loading: the index waits between files until it serves (see
+        WorkspaceIndex.hold: the load times the prefill that sizes every keystroke's window)."""
+        self.index.hold(loading)
+
     def rescan(self) -> None:
         """Where the editor reports no file changes: walk the workspace for them."""
         if self.enabled:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ghostfim.engine.context import index as index_module
 from ghostfim.engine.context.files import Limits
 from ghostfim.engine.context.index import INDEX_NICE, WorkspaceIndex
 
@@ -73,6 +74,42 @@ def test_the_index_thread_yields_the_cores_to_the_model(
     process = os.getpriority(os.PRIO_PROCESS, 0)
     assert os.getpriority(os.PRIO_PROCESS, index._thread.native_id) >= max(INDEX_NICE, process)
     assert os.getpriority(os.PRIO_PROCESS, 0) == process
+
+
+def test_a_hold_keeps_the_index_waiting_until_it_is_let_go(
+    tmp_path: Path, index: WorkspaceIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a model loads (and times its prefill) the index reads no file; let go, it
+    builds; and a hold that lasts past HOLD_MAX_S is not waited for any longer."""
+    write(tmp_path, {"a.py": "def f(): ...\n", "b.py": "def g(): ...\n"})
+    index.hold(True)
+    index.start([tmp_path])
+    assert not index.wait(0.5)
+    assert (index.status().state, index.status().files) == ("indexing", 0)
+    index.hold(False)
+    assert index.wait(WAIT_S)
+    assert (index.status().state, index.status().files) == ("ready", 2)
+
+    monkeypatch.setattr(index_module, "HOLD_MAX_S", 0.3)
+    index.hold(True)
+    index.start([tmp_path])  # a hold outlives a restart, and ends at its time
+    assert index.wait(WAIT_S)
+    assert (index.status().state, index.status().files) == ("ready", 2)
+    index.hold(True)  # asked again while held: no new start, so it is long over
+    write(tmp_path, {"c.py": "def h(): ...\n"})
+    index.rescan()
+    assert index.wait(WAIT_S) and index.status().files == 3
+
+
+def test_stop_wakes_a_held_index(tmp_path: Path, index: WorkspaceIndex) -> None:
+    write(tmp_path, {"a.py": "def f(): ...\n"})
+    index.hold(True)
+    index.start([tmp_path])
+    thread = index._thread
+    assert thread is not None
+    index.stop()
+    assert not thread.is_alive()  # woken, not left behind by stop()'s join timeout
+    assert index._thread is None and index.status().state == "off"
 
 
 def test_gitignore_venvs_node_modules_build_output_and_hidden_dirs_are_skipped(

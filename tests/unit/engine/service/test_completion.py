@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -325,6 +326,35 @@ async def test_requests_while_loading_are_held_and_answered(cleanup: list) -> No
     assert await load
     assert (await asyncio.wait_for(explicit, 20)).text == "width * height"
     assert (await asyncio.wait_for(newest, 20)).text.startswith("width")
+
+
+async def test_the_workspace_index_waits_while_a_model_loads(
+    cleanup: list, tmp_path: Path
+) -> None:
+    """A load times the model's prefill, which sizes every keystroke window: the index
+    reads no file beside it, and builds once the model serves."""
+    (tmp_path / "a.py").write_text("def f(): ...\n")
+    release = threading.Event()
+
+    def open_slowly() -> FakeBackend:
+        assert release.wait(10)
+        return FakeBackend(script=lambda r: "x")
+
+    service = CompletionService(RecordingEvents(), opener=FakeOpener({"fake": open_slowly}))
+    cleanup.append(service)
+    load = service.configure(replace(FIXED_DEBOUNCE, workspace_context="auto"))
+    service.set_workspace_roots([str(tmp_path)])
+    await asyncio.sleep(0.5)
+    assert service.status().state == "loading"
+    assert (service.workspace.status().state, service.workspace.status().files) == (
+        "indexing",
+        0,
+    )
+    release.set()
+    assert await load
+    index = service.workspace.index
+    assert await asyncio.get_running_loop().run_in_executor(None, index.wait, 10)
+    assert (index.status().state, index.status().files) == ("ready", 1)
 
 
 async def test_a_failed_first_load_releases_held_requests(cleanup: list) -> None:
