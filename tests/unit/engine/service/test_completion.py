@@ -328,9 +328,7 @@ async def test_requests_while_loading_are_held_and_answered(cleanup: list) -> No
     assert (await asyncio.wait_for(newest, 20)).text.startswith("width")
 
 
-async def test_the_workspace_index_waits_while_a_model_loads(
-    cleanup: list, tmp_path: Path
-) -> None:
+async def test_the_workspace_index_waits_while_a_model_loads(cleanup: list, tmp_path: Path) -> None:
     """A load times the model's prefill, which sizes every keystroke window: the index
     reads no file beside it, and builds once the model serves."""
     (tmp_path / "a.py").write_text("def f(): ...\n")
