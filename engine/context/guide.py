@@ -10,6 +10,11 @@ names the same way). The model still chooses which name, and its probability of 
 token goes to the confidence filter as it is: a name the model did not expect is shown only if
 the filter would show it anyway.
 
+`self.` in a method goes on with the names of an instance of the class around it (found by the
+lines' indentation above the cursor; a top-level class the index holds): its class's, those its
+methods assign on `self`, its bases'. Not where `self.` starts the statement: that may assign a
+name no line has yet.
+
 Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
 where what was typed after the dot starts no name on it (the user knows a name the index does
 not), in comments, in docstrings, and after an odd number of quotes on the line (in a
@@ -32,6 +37,11 @@ TAIL_CHARS = 256  # of the text before the cursor: the line a chain ends on
 # another dot.
 _TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
 
+# A method's header, up to its first parameter (which may be on the next line).
+_METHOD = re.compile(r"(?:async\s+)?def\s+\w+\s*\(\s*(\w+)")
+_CLASS = re.compile(r"class\s+(\w+)")
+
+# `dotted` -> its names; `Class()`: an instance's (engine/context/resolve.py `members`).
 Members = Callable[[str], "frozenset[str] | None"]
 
 
@@ -56,7 +66,9 @@ class MemberGuide:
 
     def __init__(self, members: Members, before: str) -> None:
         self._members = members
+        self._text = before
         self._before = before[-TAIL_CHARS:]
+        self._owner: str | bool | None = False  # the class around the cursor, once looked for
         # In a docstring (an odd number of triple quotes before the cursor): prose, unguided.
         self._prose = (before.count('"""') + before.count("'''")) % 2 == 1
         self._known: dict[str, tuple[str, ...] | None] = {}
@@ -73,25 +85,83 @@ class MemberGuide:
         *chain, partial = found.group(0).split(".")
         if not chain:  # a bare name: only a dot after it is guided
             after_dot = self._names(partial)
-            return None if after_dot is None else Next(ends=True, after_dot=after_dot, open=True)
+            if after_dot is None:
+                return None
+            return Next(ends=True, after_dot=_offered(after_dot, ""), open=True)
         if not all(chain):  # `a..b`
             return None
-        dotted = ".".join(chain)
+        if chain[0] == "self":
+            statement_start = not line[: found.start()].strip()
+            owner = None if len(chain) > 1 or statement_start else self._class_around()
+            if owner is None:
+                return None
+            dotted = f"{owner}()"
+        else:
+            dotted = ".".join(chain)
         names = self._names(dotted)
         if names is None:
             return None
-        rests = tuple(name[len(partial) :] for name in names if name.startswith(partial))
+        rests = tuple(n[len(partial) :] for n in _offered(names, partial) if n.startswith(partial))
         whole = partial in names
         if not whole and not rests:
             return None  # the user knows a name the index does not
         after_dot = self._names(f"{dotted}.{partial}") if whole else None
+        if after_dot is not None:
+            after_dot = _offered(after_dot, "")
         return Next(tuple(r for r in rests if r), whole, after_dot)
+
+    def _class_around(self) -> str | None:
+        if self._owner is False:
+            self._owner = enclosing_class(self._text)
+        return self._owner if isinstance(self._owner, str) else None
 
     def _names(self, dotted: str) -> tuple[str, ...] | None:
         if dotted not in self._known:
             found = self._members(dotted)
             self._known[dotted] = None if found is None else tuple(sorted(found))
         return self._known[dotted]
+
+
+def _offered(names: tuple[str, ...], partial: str) -> tuple[str, ...]:
+    """The names to spell after `partial`: no `__dunder__` unless the text asks for one (it
+    starts with `__`). A model that wants a private name it guesses (`self._frames`) writes `_`
+    first, which `__init__` would take on into a name it did not mean."""
+    if partial.startswith("__"):
+        return names
+    plain = tuple(n for n in names if not (n.startswith("__") and n.endswith("__")))
+    return plain or names
+
+
+def enclosing_class(before: str) -> str | None:
+    """The top-level class whose method (its first parameter `self`) holds the last line of
+    `before`, by the indentation of the lines above it; None for anything else (a function, a
+    nested class, a static method)."""
+    end = before.rfind("\n")
+    current = before[end + 1 :]
+    indent = len(current) - len(current.lstrip())
+    in_method = False
+    while end > 0:
+        start = before.rfind("\n", 0, end) + 1
+        line, at = before[start:end], start
+        end = start - 1
+        code = line.lstrip()
+        width = len(line) - len(code)
+        if not code or code.startswith(("#", ")", "]", "}")) or width >= indent:
+            continue  # blank, a comment, a closing bracket, or inside the block we are in
+        indent = width
+        if not in_method:
+            if code.startswith(("def ", "async ")):
+                method = _METHOD.match(before, at + width)
+                if method is None or method.group(1) != "self":
+                    return None
+                in_method = True
+            continue
+        if code.startswith(("def ", "async ")):
+            return None  # a function inside a function
+        if code.startswith("class "):
+            found = _CLASS.match(code)
+            return found.group(1) if found and width == 0 else None
+    return None
 
 
 def _in_string(line: str) -> bool:

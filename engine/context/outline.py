@@ -42,6 +42,12 @@ class Definition:
     # Python: a class's own names (methods, nested classes, assigned and annotated names, the
     # private ones too), all of them even where the stub is cut: what `Class.` may go on with.
     members: tuple[str, ...] = ()
+    # Python: the names a class's methods assign on `self` (None: its instances get names the
+    # source does not show: `setattr(self, ...)`, `self.__dict__`, a `__getattr__`), and the
+    # ones they read there that neither that nor `members` has (a base or a mixin's user
+    # must bring them). What `self.` may go on with: engine/context/resolve.py `members`.
+    attributes: tuple[str, ...] | None = ()
+    unbound: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +111,9 @@ def _outline_bytes(o: Outline) -> int:
     for d in o.definitions:
         # the path string is shared with the index's key: counted once, by the index
         total += OBJECT_BYTES + str_bytes(d.name) + str_bytes(d.stub)
-        if d.members:  # the names' strings are interned, shared with the stubs' words
-            total += sys.getsizeof(d.members)
+        for names in (d.members, d.attributes, d.unbound):
+            if names:  # the names' strings are interned, shared with the stubs' words
+                total += sys.getsizeof(names)
     for b in o.bindings:
         total += OBJECT_BYTES + str_bytes(b.local) + str_bytes(b.module)
     for c in o.classes:

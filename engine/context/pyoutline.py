@@ -42,6 +42,19 @@ _CHUNK_START = re.compile(
     r"|[A-Za-z_][\w.]*\s*(?::|=(?!=)|[-+*/|&]=)"
 )
 _NO_BODY = re.compile(r"expected an indented block after .* on line (\d+)")
+# `self.name` in a class's source, and the assignments among them (`self.name = `, `self.name:
+# T = `, `self.name += `, `self.a, self.b = `). A scan of the class's lines rather than a walk of
+# its tree: walking every expression was most of the index's time, and a line being edited
+# that does not parse still says which names it uses.
+_SELF_NAME = re.compile(r"(?<![\w.])self\.([A-Za-z_]\w*)")
+_SELF_STORE = re.compile(
+    r"(?<![\w.])self\.([A-Za-z_]\w*)\s*(?::[^=\n]*)?(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
+)
+_TARGET_LIST = re.compile(r"^\s*\(?((?:[\w.]+\s*,\s*)+[\w.]+)\s*\)?\s*=(?!=)")
+# Instances with names their class's source does not show.
+_OPEN_INSTANCE = re.compile(
+    r"setattr\(\s*self\b|vars\(\s*self\s*\)|self\.__dict__|def __getattr(?:ibute)?__\("
+)
 
 
 def python_outline(text: str, path: str) -> Outline:
@@ -51,8 +64,9 @@ def python_outline(text: str, path: str) -> Outline:
     imports: list[str] = []
     top_imports: list[ast.Import | ast.ImportFrom] = []
     dynamic = False
+    lines = text.splitlines()
     for stmt in _module_level(body):
-        _define(stmt, path, definitions)
+        _define(stmt, path, definitions, lines)
         dynamic = dynamic or _makes_names(stmt)
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             top_imports.append(stmt)
@@ -274,12 +288,18 @@ def _bind(node: ast.Import | ast.ImportFrom, bindings: list[Binding], imports: l
             bindings.append(Binding(alias.asname or alias.name, module, alias.name, line))
 
 
-def _define(stmt: ast.stmt, path: str, out: dict[str, Definition]) -> None:
+def _define(stmt: ast.stmt, path: str, out: dict[str, Definition], lines: list[str]) -> None:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         out.setdefault(stmt.name, _definition(stmt, "function", _function_stub(stmt, ""), path))
     elif isinstance(stmt, ast.ClassDef):
         definition = _definition(stmt, "class", _class_stub(stmt), path)
-        out.setdefault(stmt.name, replace(definition, members=_members(stmt)))
+        members = _members(stmt)
+        source = lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno]
+        attributes, unbound = _instance_names(source, members)
+        out.setdefault(
+            stmt.name,
+            replace(definition, members=members, attributes=attributes, unbound=unbound),
+        )
     else:
         for name, stub in _assigned(stmt, ""):
             out.setdefault(name, Definition(name, "variable", stub, path, stmt.lineno - 1))
@@ -363,6 +383,32 @@ def _members(node: ast.ClassDef) -> tuple[str, ...]:
                     if isinstance(leaf, ast.Name):
                         names[leaf.id] = None
     return tuple(sys.intern(name) for name in names)
+
+
+def _instance_names(
+    source: list[str], members: tuple[str, ...]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The names a class's source assigns on `self`, and those it reads there that it neither
+    assigns nor defines in its body; (None, ()) where its instances have names it does not show.
+    Comments and strings count too: a `self.name` they mention errs toward no list at all."""
+    assigned: dict[str, None] = {}
+    used: dict[str, None] = {}
+    for line in source:
+        if "self" not in line:
+            continue
+        if _OPEN_INSTANCE.search(line):
+            return None, ()
+        used.update(dict.fromkeys(_SELF_NAME.findall(line)))
+        assigned.update(dict.fromkeys(_SELF_STORE.findall(line)))
+        targets = _TARGET_LIST.match(line)
+        if targets:
+            assigned.update(dict.fromkeys(_SELF_NAME.findall(targets.group(1))))
+    own = set(members) | set(assigned)
+    intern = sys.intern
+    return (
+        tuple(intern(n) for n in assigned if n not in members),
+        tuple(intern(n) for n in used if n not in own),
+    )
 
 
 def _is_public(name: str) -> bool:

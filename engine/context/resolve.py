@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ghostfim.engine.context.files import JS_SUFFIXES, Root
-from ghostfim.engine.context.outline import Binding, Definition, Outline
+from ghostfim.engine.context.outline import Binding, ClassSpan, Definition, Outline
 
 MAX_HOPS = 8  # re-exports followed from a name to its definition (cycles end here too)
 # Bases that give a class no names `Class.` goes on with beyond its own (an Enum's members are
@@ -36,6 +36,16 @@ _NEUTRAL_BASES = frozenset(
     for module in ("", "enum.", "abc.", "typing.", "typing_extensions.")
     for name in ("object", "Enum", "IntEnum", "StrEnum", "Flag", "IntFlag", "ABC", "Protocol")
 ) | frozenset({"Generic", "typing.Generic", "str", "int", "float", "bytes", "Exception"})
+
+# An instance's names beyond its class's: only these bases add none the source does not show
+# (an Enum member has `.value`, a str subclass `.upper`: their classes give no instance list).
+_INSTANCE_NEUTRAL_BASES = frozenset(
+    f"{module}{name}"
+    for module in ("", "abc.", "typing.", "typing_extensions.")
+    for name in ("object", "ABC", "Protocol", "Generic")
+)
+# What every instance has (`self.__class__`): Python's own, never the workspace's.
+_OBJECT_NAMES = frozenset(dir(object))
 
 _JS_TO_TS = {
     ".js": (".ts", ".tsx", ".d.ts"),
@@ -153,10 +163,18 @@ class Resolver:
     def members(self, file: IndexedFile, dotted: str) -> frozenset[str] | None:
         """Every name `dotted.` may go on with in `file` (Python only): a workspace module's
         definitions, imported names and submodules; a workspace class's own names and its
-        bases'. None where the list may be incomplete (a star import, a module `__getattr__`,
-        a base from outside the workspace) or `dotted` names nothing the index holds."""
+        bases'; `Class()`: an instance of a class, its class's names and those its methods
+        assign on `self`, its bases' too. None where the list may be incomplete (a star
+        import, a module `__getattr__`, a base from outside the workspace, `self.name` read
+        where nothing assigns it) or `dotted` names nothing the index holds."""
         if not file.python:
             return None
+        if dotted.endswith("()"):
+            found = self._target(file, dotted[:-2])
+            if not isinstance(found, Definition) or found.kind != "class":
+                return None
+            names = self._instance_members(found)
+            return None if names is None else names | _OBJECT_NAMES
         target = self._target(file, dotted)
         if isinstance(target, Definition):
             return self._class_members(target, 0) if target.kind == "class" else None
@@ -201,14 +219,7 @@ class Resolver:
         file = self.files.get(definition.path)
         if file is None or depth > MAX_HOPS:
             return None
-        span = next(
-            (
-                c
-                for c in file.outline.classes
-                if (c.name, c.start) == (definition.name, definition.line)
-            ),
-            None,
-        )
+        span = self._span(file, definition)
         if span is None:  # its bases are not known
             return None
         names = set(definition.members)
@@ -224,6 +235,54 @@ class Resolver:
                 return None
             names |= inherited
         return frozenset(names)
+
+    def _instance_members(self, definition: Definition) -> frozenset[str] | None:
+        """An instance's names; None where a `self.name` that its class or a base reads is
+        assigned nowhere in their sources (a mixin's, or assigned where the index cannot see)."""
+        found = self._instance_names(definition, 0)
+        if found is None:
+            return None
+        names, reads = found
+        return frozenset(names) if names.issuperset(reads) else None
+
+    def _instance_names(
+        self, definition: Definition, depth: int
+    ) -> tuple[set[str], set[str]] | None:
+        """The names a class and its bases give an instance, and the ones they read on `self`
+        without giving them (a base may read what a subclass assigns)."""
+        file = self.files.get(definition.path)
+        if file is None or depth > MAX_HOPS or definition.attributes is None:
+            return None
+        span = self._span(file, definition)
+        if span is None:
+            return None
+        names = set(definition.members) | set(definition.attributes)
+        reads = set(definition.unbound)
+        for base in span.bases:
+            written = base.split("[", 1)[0].strip()
+            if written in _INSTANCE_NEUTRAL_BASES:
+                continue
+            found = self._target(file, written)
+            if not isinstance(found, Definition) or found.kind != "class":
+                return None
+            inherited = self._instance_names(found, depth + 1)
+            if inherited is None:
+                return None
+            names |= inherited[0]
+            reads |= inherited[1]
+        return names, reads
+
+    @staticmethod
+    def _span(file: IndexedFile, definition: Definition) -> ClassSpan | None:
+        """The span (with the bases) of a class `file` defines."""
+        return next(
+            (
+                c
+                for c in file.outline.classes
+                if (c.name, c.start) == (definition.name, definition.line)
+            ),
+            None,
+        )
 
     # --- modules -------------------------------------------------------------------------------
     def module(self, importer: IndexedFile, spec: str) -> IndexedFile | None:

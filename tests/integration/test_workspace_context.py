@@ -150,3 +150,44 @@ async def test_after_a_dot_the_real_model_writes_a_name_the_class_has(tmp_path: 
         assert not any(i["insertText"].startswith(members) for i in answer["items"]), answer
     finally:
         assert await client.stop() == 0
+
+
+BASE = '''\
+class Channel:
+    """A connection that queues frames until it is flushed."""
+
+    def __init__(self) -> None:
+        self.pending_zq_frames: list[bytes] = []
+'''
+RELAY = """\
+from base import Channel
+
+
+class Relay(Channel):
+    def __len__(self) -> int:
+        return len(self.
+"""
+
+
+@pytest.mark.model
+async def test_after_self_the_real_model_writes_a_name_the_instance_has(tmp_path: Path) -> None:
+    """`self.` in a method: the names of an instance of the class around it, its base's
+    attribute among them (assigned in another file, so no prompt line shows it)."""
+    (tmp_path / "base.py").write_text(BASE)
+    (tmp_path / "relay.py").write_text(RELAY)
+    uri = (tmp_path / "relay.py").as_uri()
+    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
+    try:
+        await wait_for(client, ready, timeout=20)
+        await open_doc(client, uri, RELAY)
+        answer = await complete(client, uri, 5, 24, trigger=1)
+        [item] = answer["items"]
+        assert item["insertText"].startswith("pending_zq_frames"), item["insertText"]
+
+        await configure(client, {**SMALL, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        answer = await complete(client, uri, 5, 24, trigger=1)
+        texts = [i["insertText"] for i in answer["items"]]
+        assert not any(t.startswith("pending_zq_frames") for t in texts), texts
+    finally:
+        assert await client.stop() == 0

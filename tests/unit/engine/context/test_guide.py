@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ghostfim.engine.context.guide import MemberGuide, Next
+from ghostfim.engine.context.guide import MemberGuide, Next, enclosing_class
 
 NAMES = {
+    "Pool()": frozenset({"tasks", "add", "close"}),
     "proto_utils": frozenset({"ToProto", "FromProto", "LIMIT"}),
     "proto_utils.ToProto": frozenset({"task", "task_push_config", "agent_card"}),
 }
@@ -54,7 +55,8 @@ def test_a_bare_known_name_guides_only_the_dot_after_it() -> None:
 
 def test_nothing_is_constrained_where_the_names_are_not_known() -> None:
     for before in (
-        "x = self.",  # not a module or class of the workspace
+        "x = self.",  # not in a method
+        "class Other:\n    def f(self):\n        x = self.",  # a class the index does not know
         "x = proto_utils.Unknown.",
         "x = make().",  # after a call
         "x = items[0].",  # after an index
@@ -78,3 +80,36 @@ def test_only_the_line_the_chain_ends_on_is_read() -> None:
     assert g.after("") == Next(("FromProto", "LIMIT", "ToProto"))
     g, _ = guide('"""A docstring."""\nreturn proto_utils.')  # closed: code again
     assert g.after("") is not None
+
+
+POOL = "class Pool:\n    def __init__(self):\n        self.tasks = set()\n\n    def stop(self):\n"
+
+
+def test_self_in_a_method_goes_on_with_its_instance_names() -> None:
+    g, lookup = guide(POOL + "        for task in self.")
+    assert g.after("") == Next(("add", "close", "tasks"))
+    assert g.after("ta") == Next(("sks",))
+    assert g.after("tasks") == Next((), ends=True, after_dot=None)  # then any attribute
+    assert lookup.asked[0] == "Pool()"
+    g, _ = guide(POOL + "        return len(self.")
+    assert g.after("") is not None
+    # Where `self.` starts the statement it may assign a name no line has yet; and what an
+    # attribute holds is not known.
+    for typed in ("        self.", "        self.tasks.", "        x = self.tasks."):
+        g, _ = guide(POOL + typed)
+        assert g.after("") is None, typed
+
+
+def test_the_class_around_the_cursor_by_the_indentation_above_it() -> None:
+    body = "        if ready:\n            x = g(\n                1,\n            )\n"
+    assert enclosing_class("class A(B):\n    def f(self, a):\n" + body + "            y") == "A"
+    header = "class A:\n    async def f(\n        self,\n        a,\n    ) -> None:\n"
+    assert enclosing_class(header + "        y") == "A"
+    for before in (
+        "class A:\n    @staticmethod\n    def f(a):\n        y",  # no self
+        "def f(self):\n    y",  # a function
+        "class A:\n    class B:\n        def f(self):\n            y",  # a nested class
+        "class A:\n    def f(self):\n        def g():\n            y",  # a closure
+        "class A:\n    x = 1\n    y",  # the class body
+    ):
+        assert enclosing_class(before) is None, before

@@ -594,3 +594,80 @@ def test_no_member_list_from_an_index_a_cap_left_files_out_of(tmp_path: Path) ->
         assert index.members(tmp_path / "app.py", "pkg") is None
     finally:
         index.stop()
+
+
+INSTANCES = {
+    "shapes/base.py": (
+        "import abc\n"
+        "class Shape(abc.ABC):\n"
+        "    sides = 0\n"
+        "    def __init__(self, name):\n"
+        "        self.name = name\n"
+        "        self.cache: dict = {}\n"
+        "    def describe(self):\n"
+        "        # a base may read what its subclasses assign\n"
+        "        return f'{self.name}: {self.area()} ({self.unit})'\n"
+        "class Mixin:\n"
+        "    def log(self):\n"
+        "        print(self.logger)  # assigned by whatever mixes it in\n"
+    ),
+    "shapes/square.py": (
+        "from typing import Generic, TypeVar\n"
+        "from .base import Shape, Mixin\n"
+        "from pydantic import BaseModel\n"
+        "T = TypeVar('T')\n"
+        "class Square(Shape, Generic[T]):\n"
+        "    def __init__(self, side):\n"
+        "        super().__init__('square')\n"
+        "        self.side, self.unit = side, 'cm'\n"
+        "        self.count += 1\n"
+        "    def area(self):\n"
+        "        return self.side ** 2\n"
+        "class Logged(Square, Mixin):\n"
+        "    def __init__(self):\n"
+        "        self.logger = None\n"
+        "class Halfway(Mixin):\n"
+        "    pass\n"
+        "class Settings(BaseModel):\n"
+        "    def show(self):\n"
+        "        return self.model_dump()\n"
+        "class Free:\n"
+        "    def __init__(self, **kw):\n"
+        "        for k, v in kw.items():\n"
+        "            setattr(self, k, v)\n"
+        "class Color(str):\n"
+        "    def loud(self):\n"
+        "        return self.upper()\n"
+    ),
+}
+
+
+def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    """`Square()`: what `self.` may go on with in Square's methods."""
+    write(tmp_path, INSTANCES)
+    built(index, tmp_path)
+    square = tmp_path / "shapes/square.py"
+    names = index.members(square, "Square()")
+    assert names is not None
+    own = {"__init__", "area", "side", "unit", "count"}  # `+=`: assigned here too
+    inherited = {"sides", "name", "cache", "describe"}
+    assert own | inherited <= names
+    assert "__class__" in names and "logger" not in names
+    # Shape reads `self.area` and `self.unit`, which only Square gives: Shape's own instances
+    # have no list, Square's have; a mixin's `self.logger` is given by the class that uses it.
+    assert index.members(tmp_path / "shapes/base.py", "Shape()") is None
+    assert index.members(square, "Logged()") == names | {"logger", "log"}
+    for dotted in (
+        "Halfway()",  # a mixin whose `self.logger` nothing assigns
+        "Settings()",  # a base from outside the workspace
+        "Free()",  # setattr(self, ...)
+        "Color()",  # str's methods: no list for the instances of a builtin's subclass
+        "T()",  # not a class
+        "Square",  # the class itself: its class-level names only (below)
+    ):
+        assert index.members(square, dotted) != names, dotted
+        if dotted != "Square":
+            assert index.members(square, dotted) is None, dotted
+    assert "side" not in (index.members(square, "Square") or set())
