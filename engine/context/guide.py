@@ -12,15 +12,16 @@ the filter would show it anyway.
 
 `self.` in a method goes on with the names of an instance of the class around it (found by the
 lines' indentation above the cursor; a top-level class the index holds): its class's, those its
-methods assign on `self`, its bases'. Not where `self.` starts the statement: that may assign a
-name no line has yet.
+methods assign on `self`, its bases'. `this.` in JavaScript/TypeScript likewise (the index finds
+the class by the cursor's line). Not where `self.` or `this.` starts the statement: that may
+assign a name no line has yet.
 
 Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
 where what was typed after the dot starts no name on it (the user knows a name the index does
-not), in comments, in docstrings, and after an odd number of quotes on the line (in a
-string). A whole name may not go on into a longer one the list lacks (`config` into
-`config_response`), and a dot after a known name goes on into its names even where one token
-holds both (`.res`).
+not), in comments (`#`, `//` anywhere on the line), in docstrings, and after an odd number of
+quotes on the line (in a string). A whole name may not go on into a longer one the list lacks
+(`config` into `config_response`), and a dot after a known name goes on into its names even
+where one token holds both (`.res`). No `__dunder__` is offered unless `__` is typed.
 
 Pure text: the session (engine/local/session.py) turns the names into the tokens that may come
 next (engine/local/vocab.py `spelling`).
@@ -41,7 +42,8 @@ _TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
 _METHOD = re.compile(r"(?:async\s+)?def\s+\w+\s*\(\s*(\w+)")
 _CLASS = re.compile(r"class\s+(\w+)")
 
-# `dotted` -> its names; `Class()`: an instance's (engine/context/resolve.py `members`).
+# `dotted` -> its names; `Class()`: an instance's, `this()`: one of the class at the cursor
+# (engine/context/resolve.py `members`).
 Members = Callable[[str], "frozenset[str] | None"]
 
 
@@ -77,7 +79,7 @@ class MemberGuide:
         """What may follow `before + generated` (None: anything)."""
         text = self._before + generated
         line = text[text.rfind("\n") + 1 :]
-        if self._prose or "#" in line or _in_string(line):
+        if self._prose or "#" in line or "//" in line or _in_string(line):
             return None
         found = _TAIL.search(line)
         if found is None:
@@ -90,9 +92,10 @@ class MemberGuide:
             return Next(ends=True, after_dot=_offered(after_dot, ""), open=True)
         if not all(chain):  # `a..b`
             return None
-        if chain[0] == "self":
-            statement_start = not line[: found.start()].strip()
-            owner = None if len(chain) > 1 or statement_start else self._class_around()
+        if chain[0] in ("self", "this"):
+            if len(chain) > 1 or not line[: found.start()].strip():  # see the module's doc
+                return None
+            owner = self._class_around() if chain[0] == "self" else "this"
             if owner is None:
                 return None
             dotted = f"{owner}()"

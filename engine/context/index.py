@@ -276,16 +276,19 @@ class WorkspaceIndex:
             file = self._files.get(self._key(path) or "")
             return [] if file is None else self._resolver.class_bases(file, line)
 
-    def members(self, path: str | os.PathLike[str], dotted: str) -> frozenset[str] | None:
-        """Every name `dotted.` may go on with in the file (a workspace module's or class's;
-        None where that list may be incomplete or unknown): engine/context/guide.py. None
-        too until the index is whole (`ready`): a package's submodules, a class's bases may
-        be missing while it builds, or where a cap left files out."""
+    def members(
+        self, path: str | os.PathLike[str], dotted: str, line: int | None = None
+    ) -> frozenset[str] | None:
+        """Every name `dotted.` may go on with in the file at `line` (a workspace module's,
+        class's or instance's; None where that list may be incomplete or unknown):
+        engine/context/guide.py. None too until the index is whole (`ready`): a package's
+        submodules, a class's bases may be missing while it builds, or where a cap left
+        files out."""
         with self._lock:
             file = self._files.get(self._key(path) or "")
             if file is None or self._state != "ready":
                 return None
-            return self._resolver.members(file, dotted)
+            return self._resolver.members(file, dotted, line)
 
     def _key(self, path: str | os.PathLike[str]) -> str | None:
         """A path as the index keys it (under its root's real path)."""

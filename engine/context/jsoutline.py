@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import tree_sitter
 import tree_sitter_javascript
@@ -54,6 +55,17 @@ _FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function
 _CHUNK_START = re.compile(
     rb"(?:(?:export|import|function|async|class|abstract|const|let|var|interface|type|enum"
     rb"|declare|namespace)\b|@|/\*\*)"
+)
+
+# `this.name` in a class's source, and the assignments among them; an instance whose names the
+# source does not show (`Object.assign(this, ...)`, `this[key]`). As engine/context/pyoutline.py
+# does for `self.`: a scan of the class's text.
+_THIS_NAME = re.compile(r"(?<![\w$.])this\.(#?[A-Za-z_$][\w$]*)")
+_THIS_STORE = re.compile(
+    r"(?<![\w$.])this\.(#?[A-Za-z_$][\w$]*)\s*(?:[-+*/%&|^]|\*\*|<<|>>>?|\?\?|&&|\|\|)?=(?![=>])"
+)
+_OPEN_THIS = re.compile(
+    r"Object\.(?:assign|defineProperty|defineProperties)\(\s*this\b|(?<![\w$.])this\["
 )
 
 # Parsers are not thread-safe: each thread that parses (the index's, a test's) has its own.
@@ -302,6 +314,13 @@ class _Reader:
         elif kind in _CLASSES:
             self.add(node, "class", doc + self.class_stub(node, outer), exported, default)
             self.add_class_span(node)
+            name = _text(node.child_by_field_name("name")) or ("default" if default else "")
+            held = self.definitions.get(name)
+            if held is not None and held.line == node.start_point.row:
+                statics, attributes, unbound = self.class_names(node)
+                self.definitions[name] = replace(
+                    held, members=statics, attributes=attributes, unbound=unbound
+                )
         elif kind in _TYPES:
             self.add(node, _TYPES[kind], doc + self.whole_stub(node, outer), exported, default)
         elif kind in _VARIABLES:
@@ -357,6 +376,35 @@ class _Reader:
             if text:
                 members.append("  " + text)
         return join_stub([head, *members], "  // ...", tail=("}",))
+
+    def class_names(
+        self, node: tree_sitter.Node
+    ) -> tuple[tuple[str, ...], tuple[str, ...] | None, tuple[str, ...]]:
+        """A class's static names (what `Class.` has), its instances' names (None where the
+        source does not show them all: an index signature, `Object.assign(this, ...)`), and
+        the names it reads on `this` but neither declares nor assigns."""
+        body = node.child_by_field_name("body")
+        statics: dict[str, None] = {}
+        instance: dict[str, None] = {}
+        for member in body.named_children if body is not None else []:
+            if member.type == "index_signature":
+                return (), None, ()
+            name = _text(member.child_by_field_name("name"))
+            if not name or member.type == "comment":
+                continue
+            if any(c.type == "static" for c in member.children):
+                statics[name] = None
+                continue
+            instance[name] = None
+            if name == "constructor":  # `constructor(private readonly store: Store)`
+                for parameter in _parameter_properties(member):
+                    instance[parameter] = None
+        source = self.slice(node, None)
+        if _OPEN_THIS.search(source):
+            return tuple(statics), None, ()
+        instance.update(dict.fromkeys(_THIS_STORE.findall(source)))
+        unbound = [n for n in dict.fromkeys(_THIS_NAME.findall(source)) if n not in instance]
+        return tuple(statics), tuple(instance), tuple(unbound)
 
     def member(self, member: tree_sitter.Node) -> str:
         """A class member as one line of the stub ("" for private ones and comments)."""
@@ -422,6 +470,18 @@ class _Reader:
         self.classes.append(
             ClassSpan(name, node.start_point.row, node.end_point.row, tuple(b for b in bases if b))
         )
+
+
+def _parameter_properties(constructor: tree_sitter.Node) -> Iterator[str]:
+    """The names of a TypeScript constructor's parameter properties (`private x: X`, `readonly
+    y`): fields of every instance."""
+    parameters = constructor.child_by_field_name("parameters")
+    for parameter in parameters.named_children if parameters is not None else []:
+        kinds = {c.type for c in parameter.children}
+        if kinds & {"accessibility_modifier", "readonly", "override_modifier"}:
+            name = next((c for c in parameter.children if c.type == "identifier"), None)
+            if name is not None:
+                yield _text(name)
 
 
 def _type_name(node: tree_sitter.Node) -> str:

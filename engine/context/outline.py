@@ -39,13 +39,16 @@ class Definition:
     line: int  # where it starts (its first decorator or doc comment not included)
     exported: bool = True  # JS/TS: `export`ed; Python: every top-level name is importable
     default: bool = False  # JS/TS: the module's `export default`
-    # Python: a class's own names (methods, nested classes, assigned and annotated names, the
-    # private ones too), all of them even where the stub is cut: what `Class.` may go on with.
+    # A class's own names (methods, nested classes, assigned and annotated names, the private
+    # ones too), all of them even where the stub is cut: what `Class.` may go on with (JS/TS:
+    # its static ones).
     members: tuple[str, ...] = ()
-    # Python: the names a class's methods assign on `self` (None: its instances get names the
-    # source does not show: `setattr(self, ...)`, `self.__dict__`, a `__getattr__`), and the
-    # ones they read there that neither that nor `members` has (a base or a mixin's user
-    # must bring them). What `self.` may go on with: engine/context/resolve.py `members`.
+    # A class's instance names beyond `members`: Python's what its methods assign on `self`;
+    # JS/TS's fields, methods, constructor parameter properties and what it assigns on `this`.
+    # None: its instances get names the source does not show (`setattr(self, ...)`,
+    # `self.__dict__`, a `__getattr__`, an index signature, `Object.assign(this, ...)`).
+    # `unbound`: the names it reads on `self`/`this` that it gives nowhere (a base, or a
+    # mixin's user, must). What `self.` and `this.` go on with: engine/context/resolve.py.
     attributes: tuple[str, ...] | None = ()
     unbound: tuple[str, ...] = ()
 

@@ -44,8 +44,13 @@ _INSTANCE_NEUTRAL_BASES = frozenset(
     for module in ("", "abc.", "typing.", "typing_extensions.")
     for name in ("object", "ABC", "Protocol", "Generic")
 )
-# What every instance has (`self.__class__`): Python's own, never the workspace's.
+# What every instance has (`self.__class__`): Python's own, never the workspace's; and
+# JavaScript's Object.prototype.
 _OBJECT_NAMES = frozenset(dir(object))
+_JS_OBJECT_NAMES = frozenset(
+    {"constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString",
+     "toString", "valueOf"}
+)  # fmt: skip
 
 _JS_TO_TS = {
     ".js": (".ts", ".tsx", ".d.ts"),
@@ -160,21 +165,26 @@ class Resolver:
             if resolved is not None:
                 yield resolved, rest
 
-    def members(self, file: IndexedFile, dotted: str) -> frozenset[str] | None:
-        """Every name `dotted.` may go on with in `file` (Python only): a workspace module's
+    def members(
+        self, file: IndexedFile, dotted: str, line: int | None = None
+    ) -> frozenset[str] | None:
+        """Every name `dotted.` may go on with in `file`. Python: a workspace module's
         definitions, imported names and submodules; a workspace class's own names and its
         bases'; `Class()`: an instance of a class, its class's names and those its methods
-        assign on `self`, its bases' too. None where the list may be incomplete (a star
-        import, a module `__getattr__`, a base from outside the workspace, `self.name` read
-        where nothing assigns it) or `dotted` names nothing the index holds."""
+        assign on `self`, its bases' too. JavaScript/TypeScript: `this()` only, an instance
+        of the top-level class around `line` (its fields, methods, constructor parameter
+        properties and what it assigns on `this`, its workspace bases' too). None where the
+        list may be incomplete (a star import, a module `__getattr__`, a base from outside
+        the workspace, a name read on `self` or `this` that nothing assigns) or `dotted`
+        names nothing the index holds."""
         if not file.python:
-            return None
+            around = None if dotted != "this()" or line is None else self._class_at(file, line)
+            return None if around is None else self._instance_members(around, _JS_OBJECT_NAMES)
         if dotted.endswith("()"):
             found = self._target(file, dotted[:-2])
             if not isinstance(found, Definition) or found.kind != "class":
                 return None
-            names = self._instance_members(found)
-            return None if names is None else names | _OBJECT_NAMES
+            return self._instance_members(found, _OBJECT_NAMES)
         target = self._target(file, dotted)
         if isinstance(target, Definition):
             return self._class_members(target, 0) if target.kind == "class" else None
@@ -236,14 +246,17 @@ class Resolver:
             names |= inherited
         return frozenset(names)
 
-    def _instance_members(self, definition: Definition) -> frozenset[str] | None:
-        """An instance's names; None where a `self.name` that its class or a base reads is
-        assigned nowhere in their sources (a mixin's, or assigned where the index cannot see)."""
+    def _instance_members(
+        self, definition: Definition, every_object_has: frozenset[str]
+    ) -> frozenset[str] | None:
+        """An instance's names; None where a name that its class or a base reads on `self`
+        (`this`) is assigned nowhere in their sources (a mixin's, or assigned where the index
+        cannot see)."""
         found = self._instance_names(definition, 0)
         if found is None:
             return None
-        names, reads = found
-        return frozenset(names) if names.issuperset(reads) else None
+        names = frozenset(found[0]) | every_object_has
+        return names if names.issuperset(found[1]) else None
 
     def _instance_names(
         self, definition: Definition, depth: int
@@ -256,13 +269,16 @@ class Resolver:
         span = self._span(file, definition)
         if span is None:
             return None
-        names = set(definition.members) | set(definition.attributes)
+        # A Python class's own names are its instances' too; a JS class's `members` are static.
+        names = set(definition.attributes) | (set(definition.members) if file.python else set())
         reads = set(definition.unbound)
         for base in span.bases:
-            written = base.split("[", 1)[0].strip()
+            written = re.split(r"[\[<]", base, maxsplit=1)[0].strip()  # Generic[T], Base<T>
             if written in _INSTANCE_NEUTRAL_BASES:
                 continue
-            found = self._target(file, written)
+            found = self._target(file, written) or file.by_name.get(written)
+            if isinstance(found, Definition) and found.kind == "interface":
+                continue  # `implements I`: the class declares what I names itself
             if not isinstance(found, Definition) or found.kind != "class":
                 return None
             inherited = self._instance_names(found, depth + 1)
@@ -271,6 +287,18 @@ class Resolver:
             names |= inherited[0]
             reads |= inherited[1]
         return names, reads
+
+    @staticmethod
+    def _class_at(file: IndexedFile, line: int) -> Definition | None:
+        """The top-level class whose lines hold `line` (as the index last read the file)."""
+        spans = [c for c in file.outline.classes if c.start < line <= c.end]
+        if not spans:
+            return None
+        innermost = min(spans, key=lambda c: c.end - c.start)
+        found = file.by_name.get(innermost.name)
+        if found is None or found.kind != "class" or found.line != innermost.start:
+            return None  # a nested or anonymous class
+        return found
 
     @staticmethod
     def _span(file: IndexedFile, definition: Definition) -> ClassSpan | None:

@@ -95,7 +95,11 @@ class RequestFactory:
         if mode == "full":
             extra = self._context.for_prompt(state.doc_id, c.extra_context, c.extra_context_tokens)
         definitions = None
-        members = None if self._workspace is None else self._workspace.members_for(state.doc_id)
+        members = (
+            None
+            if self._workspace is None
+            else self._workspace.members_for(state.doc_id, state.cursor_line)
+        )
         if self._workspace is not None and c.workspace_context_tokens != 0:
             definitions = block or self._workspace.block_for(state, full=mode == "full")
             if definitions is not None and definitions.budget != c.workspace_context_tokens:

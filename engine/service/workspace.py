@@ -208,14 +208,15 @@ class WorkspaceContext:
             self.last_block = block
         return block or None
 
-    def members_for(self, doc_id: str) -> Members | None:
-        """The lookup of the names after `a.b.` in this document (engine/context/guide.py);
-        None when the context is off or the document is no file of the workspace."""
+    def members_for(self, doc_id: str, line: int) -> Members | None:
+        """The lookup of the names after `a.b.` in this document at the cursor's `line`
+        (engine/context/guide.py); None when the context is off or the document is no file
+        of the workspace."""
         doc = self._docs.get(doc_id)
         if not self.enabled or doc is None or not self._roots:
             return None
         index, path = self.index, doc.path
-        return lambda dotted: index.members(path, dotted)
+        return lambda dotted: index.members(path, dotted, line)
 
     def switch_due(self, doc_id: str) -> DefinitionBlock | None:
         """The block full prompts moved on to that keystroke prompts do not use yet (None: no

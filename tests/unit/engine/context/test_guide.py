@@ -6,6 +6,7 @@ from ghostfim.engine.context.guide import MemberGuide, Next, enclosing_class
 
 NAMES = {
     "Pool()": frozenset({"tasks", "add", "close"}),
+    "this()": frozenset({"items", "size", "constructor", "__init__"}),
     "proto_utils": frozenset({"ToProto", "FromProto", "LIMIT"}),
     "proto_utils.ToProto": frozenset({"task", "task_push_config", "agent_card"}),
 }
@@ -113,3 +114,13 @@ def test_the_class_around_the_cursor_by_the_indentation_above_it() -> None:
         "class A:\n    x = 1\n    y",  # the class body
     ):
         assert enclosing_class(before) is None, before
+
+
+def test_this_in_javascript_asks_for_the_class_at_the_cursor() -> None:
+    g, lookup = guide("class Cache {\n  get(key) {\n    return this.")
+    assert g.after("") == Next(("constructor", "items", "size"))  # no dunder offered
+    assert g.after("__") == Next(("init__",))  # asked for by the text
+    assert lookup.asked == ["this()"]
+    for before in ("    this.", "    this.items.", "    x = 1 // see this."):
+        g, _ = guide(before)
+        assert g.after("") is None, before

@@ -671,3 +671,64 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
         if dotted != "Square":
             assert index.members(square, dotted) is None, dotted
     assert "side" not in (index.members(square, "Square") or set())
+
+
+TS_INSTANCES = {
+    "src/base.ts": (
+        "export interface Named { label(): string }\n"
+        "export class Store {\n"
+        "  protected items = new Map<string, number>()\n"
+        "  static create(): Store { return new Store() }\n"
+        "  size(): number { return this.items.size }\n"
+        "}\n"
+    ),
+    "src/cache.ts": (
+        "import { Store, Named } from './base'\n"
+        "import { EventEmitter } from 'events'\n"
+        "export class Cache extends Store implements Named {\n"
+        "  #hits = 0\n"
+        "  constructor(private readonly limit: number, plain: string) {\n"
+        "    super()\n"
+        "    this.misses = 0\n"
+        "  }\n"
+        "  label(): string {\n"
+        "    return `${this.limit}`\n"
+        "  }\n"
+        "}\n"
+        "export class Loud extends EventEmitter {\n"
+        "  shout() { this.emit('x') }\n"
+        "}\n"
+        "export class Bag {\n"
+        "  [key: string]: unknown\n"
+        "}\n"
+        "export class Helper {\n"
+        "  run() { return this.missing }\n"
+        "}\n"
+    ),
+}
+
+
+def test_this_in_a_typescript_class_has_its_instance_names(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    """`this.` at a line inside a class: its fields, methods, constructor parameter
+    properties, what it assigns on `this`, its workspace base's (not its static names)."""
+    write(tmp_path, TS_INSTANCES)
+    built(index, tmp_path)
+    cache = tmp_path / "src/cache.ts"
+    names = index.members(cache, "this()", 9)
+    assert names is not None
+    assert {"#hits", "constructor", "limit", "misses", "label", "items", "size"} <= names
+    assert "plain" not in names and "create" not in names  # a parameter; a static method
+    assert index.members(tmp_path / "src/base.ts", "this()", 4) == (
+        {"items", "size"} | {"constructor", "hasOwnProperty", "isPrototypeOf"}
+        | {"propertyIsEnumerable", "toLocaleString", "toString", "valueOf"}
+    )  # fmt: skip
+    for line, why in (
+        (13, "a base from outside the workspace"),
+        (16, "an index signature"),
+        (19, "this.missing is assigned nowhere"),
+        (0, "not in a class"),
+    ):
+        assert index.members(cache, "this()", line) is None, why
+    assert index.members(cache, "this()") is None  # no line: no class

@@ -286,23 +286,23 @@ def test_the_member_lookup_is_the_documents_and_only_with_the_context_and_a_work
 ) -> None:
     ws, uri = started(tmp_path)
     try:
-        members = ws.members_for(uri)
+        members = ws.members_for(uri, 0)
         assert members is not None
         (tmp_path / "mod.py").write_text("import net\n")
         ws.opened((tmp_path / "mod.py").as_uri(), "import net\n")
         assert ws.index.wait(20)
-        lookup = ws.members_for((tmp_path / "mod.py").as_uri())
+        lookup = ws.members_for((tmp_path / "mod.py").as_uri(), 0)
         assert lookup is not None and lookup("net") == {"connect", "close"}
         assert members("net") is None  # app.py imports names from net, not the module
-        assert ws.members_for("untitled:Untitled-1") is None
+        assert ws.members_for("untitled:Untitled-1", 0) is None
         ws.set_enabled(False)
-        assert ws.members_for(uri) is None
+        assert ws.members_for(uri, 0) is None
     finally:
         ws.stop()
     alone = WorkspaceContext()
     alone.set_enabled(True)
     alone.opened(uri, APP)
     try:
-        assert alone.members_for(uri) is None  # no workspace folder
+        assert alone.members_for(uri, 0) is None  # no workspace folder
     finally:
         alone.stop()
