@@ -64,8 +64,9 @@ _THIS_NAME = re.compile(r"(?<![\w$.])this\.(#?[A-Za-z_$][\w$]*)")
 _THIS_STORE = re.compile(
     r"(?<![\w$.])this\.(#?[A-Za-z_$][\w$]*)\s*(?:[-+*/%&|^]|\*\*|<<|>>>?|\?\?|&&|\|\|)?=(?![=>])"
 )
+_MEMBER_NAME = re.compile(r"#?[A-Za-z_$][\w$]*")
 _OPEN_THIS = re.compile(
-    r"Object\.(?:assign|defineProperty|defineProperties)\(\s*this\b|(?<![\w$.])this\["
+    r"Object\.(?:assign|defineProperty|defineProperties)\(\s*this\b|(?<![\w$.])this\[(?!Symbol\.)"
 )
 
 # Parsers are not thread-safe: each thread that parses (the index's, a test's) has its own.
@@ -390,7 +391,7 @@ class _Reader:
             if member.type == "index_signature":
                 return (), None, ()
             name = _text(member.child_by_field_name("name"))
-            if not name or member.type == "comment":
+            if not _MEMBER_NAME.fullmatch(name):  # a comment, `[Symbol.iterator]`, `"quoted"`
                 continue
             if any(c.type == "static" for c in member.children):
                 statics[name] = None

@@ -191,3 +191,40 @@ async def test_after_self_the_real_model_writes_a_name_the_instance_has(tmp_path
         assert not any(t.startswith("pending_zq_frames") for t in texts), texts
     finally:
         assert await client.stop() == 0
+
+
+STORE_TS = """\
+export class Store {
+  protected pendingZqFrames: Uint8Array[] = []
+}
+"""
+RELAY_TS = """\
+import { Store } from './store'
+
+export class Relay extends Store {
+  count(): number {
+    return this.
+"""
+
+
+@pytest.mark.model
+async def test_after_this_the_real_model_writes_a_name_the_instance_has(tmp_path: Path) -> None:
+    """`this.` in a TypeScript method: the base's field, declared in another file."""
+    (tmp_path / "store.ts").write_text(STORE_TS)
+    (tmp_path / "relay.ts").write_text(RELAY_TS)
+    uri = (tmp_path / "relay.ts").as_uri()
+    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
+    try:
+        await wait_for(client, ready, timeout=20)
+        await open_doc(client, uri, RELAY_TS)
+        answer = await complete(client, uri, 4, 16, trigger=1)
+        [item] = answer["items"]
+        assert item["insertText"].startswith("pendingZqFrames"), item["insertText"]
+
+        await configure(client, {**SMALL, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        answer = await complete(client, uri, 4, 16, trigger=1)
+        texts = [i["insertText"] for i in answer["items"]]
+        assert not any(t.startswith("pendingZqFrames") for t in texts), texts
+    finally:
+        assert await client.stop() == 0

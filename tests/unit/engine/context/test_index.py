@@ -680,6 +680,8 @@ TS_INSTANCES = {
         "  protected items = new Map<string, number>()\n"
         "  static create(): Store { return new Store() }\n"
         "  size(): number { return this.items.size }\n"
+        "  *[Symbol.iterator]() { yield* this.items }\n"
+        "  entries() { return this[Symbol.iterator]() }  // a well-known symbol: no new name\n"
         "}\n"
     ),
     "src/cache.ts": (
@@ -721,7 +723,7 @@ def test_this_in_a_typescript_class_has_its_instance_names(
     assert {"#hits", "constructor", "limit", "misses", "label", "items", "size"} <= names
     assert "plain" not in names and "create" not in names  # a parameter; a static method
     assert index.members(tmp_path / "src/base.ts", "this()", 4) == (
-        {"items", "size"} | {"constructor", "hasOwnProperty", "isPrototypeOf"}
+        {"items", "size", "entries"} | {"constructor", "hasOwnProperty", "isPrototypeOf"}
         | {"propertyIsEnumerable", "toLocaleString", "toString", "valueOf"}
     )  # fmt: skip
     for line, why in (
