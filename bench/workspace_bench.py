@@ -60,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -341,9 +341,15 @@ def settings_for(system: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def start_server(system: str, roots: Sequence[Path], args: argparse.Namespace) -> Server:
+async def start_server(
+    system: str,
+    roots: Sequence[Path],
+    args: argparse.Namespace,
+    listeners: Sequence[Callable[[Notification], None]] = (),
+) -> Server:
     """A fresh server for one pass, initialized on the workspace folders, once its model is
-    loaded and its index is ready (or INDEX_WAIT_S has passed)."""
+    loaded and its index is ready (or INDEX_WAIT_S has passed). `listeners` hear its
+    notifications from the start (the calibration's log comes while it loads)."""
     state_dir = tempfile.mkdtemp(prefix="ghostfim-wsbench-state-")
     command = shlex.split(args.server) or [sys.executable, "-m", "ghostfim.lsp.main", "serve"]
     if system == "baseline":
@@ -357,7 +363,7 @@ async def start_server(system: str, roots: Sequence[Path], args: argparse.Namesp
         if note.method == "window/showMessage" and isinstance(note.params, dict):
             server.messages.append(str(note.params.get("message")))
 
-    client.listeners.append(on_note)
+    client.listeners.extend([on_note, *listeners])
     started = time.perf_counter()
     await client.call(
         "initialize",
