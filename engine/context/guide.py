@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 TAIL_CHARS = 256  # of the text before the cursor: the line a chain ends on
 # The dotted name the text ends with (`a`, `a.`, `a.b.pa`), not after a call, an index or
@@ -70,7 +71,6 @@ class MemberGuide:
         self._members = members
         self._text = before
         self._before = before[-TAIL_CHARS:]
-        self._owner: str | bool | None = False  # the class around the cursor, once looked for
         # In a docstring (an odd number of triple quotes before the cursor): prose, unguided.
         self._prose = (before.count('"""') + before.count("'''")) % 2 == 1
         self._known: dict[str, tuple[str, ...] | None] = {}
@@ -90,19 +90,9 @@ class MemberGuide:
             if after_dot is None:
                 return None
             return Next(ends=True, after_dot=_offered(after_dot, ""), open=True)
-        if not all(chain):  # `a..b`
-            return None
-        if chain[0] in ("self", "this"):
-            if len(chain) > 1 or not line[: found.start()].strip():  # see the module's doc
-                return None
-            owner = self._class_around() if chain[0] == "self" else "this"
-            if owner is None:
-                return None
-            dotted = f"{owner}()"
-        else:
-            dotted = ".".join(chain)
-        names = self._names(dotted)
-        if names is None:
+        dotted = self._dotted(chain, starts_statement=not line[: found.start()].strip())
+        names = None if dotted is None else self._names(dotted)
+        if dotted is None or names is None:
             return None
         rests = tuple(n[len(partial) :] for n in _offered(names, partial) if n.startswith(partial))
         whole = partial in names
@@ -113,10 +103,25 @@ class MemberGuide:
             after_dot = _offered(after_dot, "")
         return Next(tuple(r for r in rests if r), whole, after_dot)
 
+    def _dotted(self, chain: list[str], starts_statement: bool) -> str | None:
+        """What the names of `chain` (`a.b` of `a.b.`) are looked up as: `a.b`; for `self`
+        in a method of Class, `Class()`; `this()` for `this` (the index knows the class at
+        the cursor). None for `a..b`, for `self.x.` (what x holds is not known), and where
+        `self.`/`this.` starts the statement (it may assign a name no line has yet)."""
+        if not all(chain):
+            return None
+        head = chain[0]
+        if head not in ("self", "this"):
+            return ".".join(chain)
+        if len(chain) > 1 or starts_statement:
+            return None
+        if head == "this":
+            return "this()"
+        return None if self._class_around is None else f"{self._class_around}()"
+
+    @cached_property
     def _class_around(self) -> str | None:
-        if self._owner is False:
-            self._owner = enclosing_class(self._text)
-        return self._owner if isinstance(self._owner, str) else None
+        return enclosing_class(self._text)
 
     def _names(self, dotted: str) -> tuple[str, ...] | None:
         if dotted not in self._known:
