@@ -128,28 +128,38 @@ def send(record):
 SMALL = {"model": {"size": "small"}, "maxTokens": 16, "backend": "local", "nGpuLayers": -1}
 
 
+async def guided_then_not(
+    root: Path, files: dict[str, str], typed_in: str, line: int, col: int, names: tuple[str, ...]
+) -> None:
+    """Write `files` into `root`, ask for a suggestion at (line, col) of `typed_in` with the
+    context on: it starts with one of `names`; with the context off: none does."""
+    for name, text in files.items():
+        (root / name).write_text(text)
+    uri = (root / typed_in).as_uri()
+    client = await start({**SMALL, "workspaceContext": "auto"}, root=root)
+    try:
+        await wait_for(client, ready, timeout=20)
+        await open_doc(client, uri, files[typed_in])
+        answer = await complete(client, uri, line, col, trigger=1)
+        [item] = answer["items"]
+        assert item["insertText"].startswith(names), item["insertText"]
+
+        await configure(client, {**SMALL, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        answer = await complete(client, uri, line, col, trigger=1)
+        texts = [i["insertText"] for i in answer["items"]]
+        assert not any(t.startswith(names) for t in texts), texts
+    finally:
+        assert await client.stop() == 0
+
+
 @pytest.mark.model
 async def test_after_a_dot_the_real_model_writes_a_name_the_class_has(tmp_path: Path) -> None:
     """The member guide (engine/context/guide.py) through the server, with the real model on
     names it cannot guess: with the context off it writes a name of its own."""
-    (tmp_path / "codec.py").write_text(CODEC)
-    (tmp_path / "sender.py").write_text(SENDER)
-    uri = (tmp_path / "sender.py").as_uri()
+    files = {"codec.py": CODEC, "sender.py": SENDER}
     members = ("zq_frame_of_record", "zq_record_of_frame")
-    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
-    try:
-        await wait_for(client, ready, timeout=20)
-        await open_doc(client, uri, SENDER)
-        answer = await complete(client, uri, 4, 18, trigger=1)
-        [item] = answer["items"]
-        assert item["insertText"].startswith(members), item["insertText"]
-
-        await configure(client, {**SMALL, "workspaceContext": "off"})
-        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
-        answer = await complete(client, uri, 4, 18, trigger=1)
-        assert not any(i["insertText"].startswith(members) for i in answer["items"]), answer
-    finally:
-        assert await client.stop() == 0
+    await guided_then_not(tmp_path, files, "sender.py", 4, 18, members)
 
 
 BASE = '''\
@@ -173,24 +183,8 @@ class Relay(Channel):
 async def test_after_self_the_real_model_writes_a_name_the_instance_has(tmp_path: Path) -> None:
     """`self.` in a method: the names of an instance of the class around it, its base's
     attribute among them (assigned in another file, so no prompt line shows it)."""
-    (tmp_path / "base.py").write_text(BASE)
-    (tmp_path / "relay.py").write_text(RELAY)
-    uri = (tmp_path / "relay.py").as_uri()
-    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
-    try:
-        await wait_for(client, ready, timeout=20)
-        await open_doc(client, uri, RELAY)
-        answer = await complete(client, uri, 5, 24, trigger=1)
-        [item] = answer["items"]
-        assert item["insertText"].startswith("pending_zq_frames"), item["insertText"]
-
-        await configure(client, {**SMALL, "workspaceContext": "off"})
-        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
-        answer = await complete(client, uri, 5, 24, trigger=1)
-        texts = [i["insertText"] for i in answer["items"]]
-        assert not any(t.startswith("pending_zq_frames") for t in texts), texts
-    finally:
-        assert await client.stop() == 0
+    files = {"base.py": BASE, "relay.py": RELAY}
+    await guided_then_not(tmp_path, files, "relay.py", 5, 24, ("pending_zq_frames",))
 
 
 STORE_TS = """\
@@ -210,21 +204,5 @@ export class Relay extends Store {
 @pytest.mark.model
 async def test_after_this_the_real_model_writes_a_name_the_instance_has(tmp_path: Path) -> None:
     """`this.` in a TypeScript method: the base's field, declared in another file."""
-    (tmp_path / "store.ts").write_text(STORE_TS)
-    (tmp_path / "relay.ts").write_text(RELAY_TS)
-    uri = (tmp_path / "relay.ts").as_uri()
-    client = await start({**SMALL, "workspaceContext": "auto"}, root=tmp_path)
-    try:
-        await wait_for(client, ready, timeout=20)
-        await open_doc(client, uri, RELAY_TS)
-        answer = await complete(client, uri, 4, 16, trigger=1)
-        [item] = answer["items"]
-        assert item["insertText"].startswith("pendingZqFrames"), item["insertText"]
-
-        await configure(client, {**SMALL, "workspaceContext": "off"})
-        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
-        answer = await complete(client, uri, 4, 16, trigger=1)
-        texts = [i["insertText"] for i in answer["items"]]
-        assert not any(t.startswith("pendingZqFrames") for t in texts), texts
-    finally:
-        assert await client.stop() == 0
+    files = {"store.ts": STORE_TS, "relay.ts": RELAY_TS}
+    await guided_then_not(tmp_path, files, "relay.ts", 4, 16, ("pendingZqFrames",))
