@@ -12,9 +12,16 @@ the filter would show it anyway.
 
 `self.` in a method goes on with the names of an instance of the class around it (found by the
 lines' indentation above the cursor; a top-level class the index holds): its class's, those its
-methods assign on `self`, its bases'. `this.` in JavaScript/TypeScript likewise (the index finds
-the class by the cursor's line). Not where `self.` or `this.` starts the statement: that may
-assign a name no line has yet.
+methods assign on `self`, its bases'. `cls.` in a class method, with the class's names. `this.`
+in JavaScript/TypeScript likewise (the index finds the class by the cursor's line). Not where
+`self.`, `cls.` or `this.` starts the statement: that may assign a name no line has yet.
+
+A Python name local to the function around the cursor goes on with an instance's names where
+the function's text shows its class: a parameter annotated with it (`req: Request`,
+`Optional[Request]`, `Request | None`), or every assignment to it made by that class's
+constructor or annotated with it (`task = Task(...)`, `task: Task = make()`). Any other binding
+of the name there (a `for`, a `with ... as`, an unpacking, another value) leaves it unguided;
+so does a local whose class is not one the index holds (engine/context/resolve.py).
 
 Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
 where what was typed after the dot starts no name on it (the user knows a name the index does
@@ -29,8 +36,11 @@ next (engine/local/vocab.py `spelling`).
 
 from __future__ import annotations
 
+import io
+import keyword
 import re
-from collections.abc import Callable
+import tokenize
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -42,6 +52,16 @@ _TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
 # A method's header, up to its first parameter (which may be on the next line).
 _METHOD = re.compile(r"(?:async\s+)?def\s+\w+\s*\(\s*(\w+)")
 _CLASS = re.compile(r"class\s+(\w+)")
+_CLASS_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_OPTIONAL = re.compile(r"(?:typing\.)?Optional\[(.+)\]")
+_OPENING, _CLOSING = "([{", ")]}"
+_AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=",
+                        ">>=", "<<="})  # fmt: skip
+_NARROWING = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "setattr", "type",
+                        "cast"})  # fmt: skip
+_BINDING_KEYWORDS = frozenset({"as", "del", "global", "nonlocal", "def", "class"})
+_SKIPPED = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
+                      tokenize.ENDMARKER})  # fmt: skip
 
 # `dotted` -> its names; `Class()`: an instance's, `this()`: one of the class at the cursor
 # (engine/context/resolve.py `members`).
@@ -86,7 +106,8 @@ class MemberGuide:
             return None
         *chain, partial = found.group(0).split(".")
         if not chain:  # a bare name: only a dot after it is guided
-            after_dot = self._names(partial)
+            dotted = self._dotted([partial], starts_statement=True) if partial else None
+            after_dot = None if dotted is None else self._names(dotted)
             if after_dot is None:
                 return None
             return Next(ends=True, after_dot=_offered(after_dot, ""), open=True)
@@ -111,17 +132,26 @@ class MemberGuide:
         if not all(chain):
             return None
         head = chain[0]
-        if head not in ("self", "this"):
-            return ".".join(chain)
+        if head not in ("self", "cls", "this"):
+            local = self._local(head)
+            if local is None:
+                return ".".join(chain)
+            return f"{local}()" if local and len(chain) == 1 else None
         if len(chain) > 1 or starts_statement:
             return None
         if head == "this":
             return "this()"
-        return None if self._class_around is None else f"{self._class_around}()"
+        around = enclosing_class(self._text, first=head)
+        return None if around is None else (f"{around}()" if head == "self" else around)
+
+    def _local(self, name: str) -> str | None:
+        """The class of the local `name` ("" where it is local but its class is not shown);
+        None where the function around the cursor does not bind it (a module, a global)."""
+        return self._locals.get(name)
 
     @cached_property
-    def _class_around(self) -> str | None:
-        return enclosing_class(self._text)
+    def _locals(self) -> dict[str, str]:
+        return local_classes(self._text)
 
     def _names(self, dotted: str) -> tuple[str, ...] | None:
         if dotted not in self._known:
@@ -140,10 +170,10 @@ def _offered(names: tuple[str, ...], partial: str) -> tuple[str, ...]:
     return plain or names
 
 
-def enclosing_class(before: str) -> str | None:
-    """The top-level class whose method (its first parameter `self`) holds the last line of
-    `before`, by the indentation of the lines above it; None for anything else (a function, a
-    nested class, a static method)."""
+def enclosing_class(before: str, first: str = "self") -> str | None:
+    """The top-level class whose method (its first parameter `first`: `self`, or `cls` for a
+    class method) holds the last line of `before`, by the indentation of the lines above it;
+    None for anything else (a function, a nested class, a static method)."""
     end = before.rfind("\n")
     current = before[end + 1 :]
     indent = len(current) - len(current.lstrip())
@@ -160,7 +190,7 @@ def enclosing_class(before: str) -> str | None:
         if not in_method:
             if code.startswith(("def ", "async ")):
                 method = _METHOD.match(before, at + width)
-                if method is None or method.group(1) != "self":
+                if method is None or method.group(1) != first:
                     return None
                 in_method = True
             continue
@@ -170,6 +200,213 @@ def enclosing_class(before: str) -> str | None:
             found = _CLASS.match(code)
             return found.group(1) if found and width == 0 else None
     return None
+
+
+def local_classes(before: str) -> dict[str, str]:
+    """The names the function around the last line of `before` binds, each to the class it
+    holds there ("" where that is not shown): a parameter's by its annotation; an assigned
+    name's where every assignment is the class's constructor call or annotated with it, all
+    the same class. Any other binding (`for`, `as`, an unpacking, `+=`, `:=`, another value)
+    makes it "". The statement the cursor is in is not read."""
+    header = _function_around(before)
+    if header is None:
+        return {}
+    found: dict[str, set[str]] = {}
+    statements = _statements(before[header : before.rfind("\n") + 1])
+    first = next(statements, None)
+    if first is None or first[-1].string != ":":
+        return {}  # the cursor is in the header
+    for name, annotation in _parameters(first):
+        found.setdefault(name, set()).add(_annotated_class(annotation))
+    for statement in statements:
+        for name, kind in _bindings(statement):
+            found.setdefault(name, set()).add(kind)
+    return {name: kinds.pop() if len(kinds) == 1 else "" for name, kinds in found.items()}
+
+
+Token = tokenize.TokenInfo
+
+
+def _statements(text: str) -> Iterator[list[Token]]:
+    """The logical lines of `text`, their tokens without comments, indents and line breaks;
+    not the last one if it is not finished."""
+    statement: list[Token] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.NEWLINE:
+                if statement:
+                    yield statement
+                statement = []
+            elif token.type not in _SKIPPED:
+                statement.append(token)
+    except (tokenize.TokenError, SyntaxError):
+        return  # an unfinished statement (an open bracket or string), or bad indentation
+
+
+def _parameters(header: list[Token]) -> Iterator[tuple[str, str]]:
+    """Each parameter of a `def` header and its annotation's text ("" for none)."""
+    opened = next((i for i, t in enumerate(header) if t.string == "("), len(header))
+    depth = 0
+    part: list[Token] = []
+    for token in header[opened + 1 :]:
+        if token.string in _CLOSING:
+            if depth == 0:
+                break  # the list's end (the return annotation is not a parameter's)
+            depth -= 1
+        elif token.string in _OPENING:
+            depth += 1
+        if depth == 0 and token.string == ",":
+            if part:
+                yield _parameter(part)
+            part = []
+        else:
+            part.append(token)
+    if part:
+        yield _parameter(part)
+
+
+def _parameter(tokens: list[Token]) -> tuple[str, str]:
+    names = [t for t in tokens if t.type == tokenize.NAME]
+    colon = next((i for i, t in enumerate(tokens) if t.string == ":"), None)
+    equals = next((i for i, t in enumerate(tokens) if t.string == "="), len(tokens))
+    name = names[0].string if names else ""
+    if colon is None or colon > equals or tokens[0].string in ("*", "**"):  # *args: a tuple
+        return name, ""
+    return name, "".join(t.string for t in tokens[colon + 1 : equals])
+
+
+def _bindings(statement: list[Token]) -> Iterator[tuple[str, str]]:
+    """The names a statement binds in its function, each with the class it then holds ("":
+    not shown). Names in brackets are arguments or a comprehension's own, except `:=`."""
+    depth = 0
+    equals = None
+    depths: list[int] = []
+    for i, token in enumerate(statement):
+        if token.string in _CLOSING:
+            depth -= 1
+        depths.append(depth)
+        if token.string in _OPENING:
+            depth += 1
+        if token.string == "=" and depth == 0 and equals is None:
+            equals = i
+    leading = statement[0].string
+    if leading in ("import", "from"):
+        return  # a module: the index knows the function's imports as it knows the file's
+    for i, token in enumerate(statement):
+        if token.type != tokenize.NAME or keyword.iskeyword(token.string):
+            continue
+        if (
+            token.string in _NARROWING
+            and statement[i + 1 : i + 2]
+            and statement[i + 1].string == "("
+        ):
+            # `isinstance(agent, LlmAgent)`: the name may hold a subclass from here on, and
+            # `getattr(agent, "x")` reads what its class does not declare.
+            if i + 2 < len(statement) and statement[i + 2].type == tokenize.NAME:
+                yield statement[i + 2].string, ""
+            continue
+        before = statement[i - 1].string if i else ""
+        after = statement[i + 1].string if i + 1 < len(statement) else ""
+        if before == "." or after in (".", "(", "["):
+            continue  # an attribute, a call, an item: not a binding
+        if after == ":=":
+            yield token.string, ""
+        elif depths[i] > 0:
+            continue
+        elif i == 0 and after == "=":
+            yield token.string, _constructed_class(statement[2:])
+        elif i == 0 and after == ":":
+            end = equals if equals is not None else len(statement)
+            yield token.string, _annotated_class("".join(t.string for t in statement[2:end]))
+        elif (
+            (equals is not None and i < equals)
+            or after in _AUGMENTED
+            or before in _BINDING_KEYWORDS
+            or (before == "," and leading in _BINDING_KEYWORDS)
+            or (leading in ("for", "async") and _follows(statement, i, "in"))
+        ):
+            yield token.string, ""
+
+
+def _follows(statement: list[Token], i: int, word: str) -> bool:
+    return any(t.string == word for t in statement[i + 1 :])
+
+
+def _constructed_class(value: list[Token]) -> str:
+    """The class whose constructor call is the whole of `value` (`Task(...)`, `mod.Task(...)`,
+    `await Task(...)`); "" for any other value. The index then asks whether it is a class."""
+    if value and value[0].string == "await":
+        value = value[1:]
+    dotted = []
+    at = 0
+    while at < len(value) and value[at].type == tokenize.NAME:
+        dotted.append(value[at].string)
+        at += 1
+        if at < len(value) and value[at].string == ".":
+            at += 1
+        else:
+            break
+    if not dotted or at >= len(value) or value[at].string != "(":
+        return ""
+    depth = 0
+    for end in range(at, len(value)):
+        if value[end].string in _OPENING:
+            depth += 1
+        elif value[end].string in _CLOSING:
+            depth -= 1
+            if depth == 0:
+                return ".".join(dotted) if end == len(value) - 1 else ""
+    return ""
+
+
+def _function_around(before: str) -> int | None:
+    """Where the line with the header of the innermost function holding the last line of
+    `before` starts (its decorators not included)."""
+    end = before.rfind("\n")
+    current = before[end + 1 :]
+    indent = len(current) - len(current.lstrip())
+    while end > 0:
+        start = before.rfind("\n", 0, end) + 1
+        line = before[start:end]
+        end = start - 1
+        code = line.lstrip()
+        width = len(line) - len(code)
+        if not code or code.startswith(("#", ")", "]", "}")) or width >= indent:
+            continue
+        if code.startswith(("def ", "async def ")):
+            return start
+        if code.startswith("class ") or width == 0:
+            return None
+        indent = width
+    return None
+
+
+def _top_level_split(text: str, separator: str) -> list[str]:
+    parts, depth, last = [], 0, 0
+    for at, char in enumerate(text):
+        if char in _OPENING:
+            depth += 1
+        elif char in _CLOSING:
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[last:at])
+            last = at + 1
+    return [*parts, text[last:]]
+
+
+def _annotated_class(annotation: str) -> str:
+    """The class an annotation names, `None` aside (`Optional[A]`, `A | None`, `"A"`);
+    "" for anything else."""
+    written = annotation.strip().strip("\"'").strip()
+    optional = _OPTIONAL.fullmatch(written)
+    if optional is not None:
+        written = optional.group(1)
+    kinds = [k.strip().strip("\"'") for k in _top_level_split(written, "|")]
+    kinds = [k for k in kinds if k != "None"]
+    if len(kinds) != 1:
+        return ""
+    written = kinds[0].split("[", 1)[0].strip()  # Box[int] is a Box
+    return written if _CLASS_NAME.fullmatch(written) else ""
 
 
 def _in_string(line: str) -> bool:

@@ -55,6 +55,9 @@ _TARGET_LIST = re.compile(r"^\s*\(?((?:[\w.]+\s*,\s*)+[\w.]+)\s*\)?\s*=(?!=)")
 _OPEN_INSTANCE = re.compile(
     r"setattr\(\s*self\b|vars\(\s*self\s*\)|self\.__dict__|def __getattr(?:ibute)?__\("
 )
+# A pydantic model that keeps fields it was not declared with (`ConfigDict(extra="allow")`, v1's
+# `class Config: extra = Extra.allow`, `class M(BaseModel, extra="allow")`).
+_EXTRA_ALLOWED = re.compile(r"""\bextra\s*=\s*(?:["']allow["']|Extra\.allow)""")
 
 
 def python_outline(text: str, path: str) -> Outline:
@@ -394,6 +397,8 @@ def _instance_names(
     assigned: dict[str, None] = {}
     used: dict[str, None] = {}
     for line in source:
+        if "extra" in line and _EXTRA_ALLOWED.search(line):
+            return None, ()
         if "self" not in line:
             continue
         if _OPEN_INSTANCE.search(line):

@@ -5,9 +5,10 @@ package), `import pkg.mod as m` then `m.A`, `import pkg.mod` then `pkg.mod.A`, `
 mod` then `mod.A`, star imports; a name a module only re-exports (`from .impl import A` in a
 package's `__init__.py`, the common case in modern packages) is followed to where it is
 defined. An absolute module is looked up by the trailing components of each file's path (so
-`src/` layouts, namespace packages and folders above the project all resolve); where several
-files match, the one whose package chain names it, in the importer's root, nearest the
-importer, wins.
+`src/` layouts, namespace packages and folders above the project all resolve), except a
+one-name module or one of the standard library's (`types`, `concurrent.futures`), which only
+the file whose package chain names it so may be; where several files match, the one whose
+package chain names it, in the importer's root, nearest the importer, wins.
 
 JavaScript/TypeScript: relative specifiers (`./mod`, `../mod.js`, which TypeScript's ES modules
 use for `mod.ts`, `./dir` for its index), named, default and namespace imports, `require`,
@@ -19,8 +20,10 @@ Not thread-safe: the index calls it under its lock.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +54,33 @@ _JS_OBJECT_NAMES = frozenset(
     {"constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toLocaleString",
      "toString", "valueOf"}
 )  # fmt: skip
+
+# Bases from outside the workspace whose names are known here, by their import (or a builtin's
+# name). A pydantic model's fields are its class's annotated names; these are BaseModel's own
+# (v2's, and the v1 names it keeps). An exception's are Python's own.
+_PYDANTIC_MODEL_NAMES = frozenset(
+    {"model_config", "model_fields", "model_computed_fields", "model_extra", "model_fields_set",
+     "model_construct", "model_copy", "model_dump", "model_dump_json", "model_json_schema",
+     "model_parametrized_name", "model_post_init", "model_rebuild", "model_validate",
+     "model_validate_json", "model_validate_strings",
+     "dict", "json", "parse_obj", "parse_raw", "parse_file", "from_orm", "construct", "copy",
+     "schema", "schema_json", "validate", "update_forward_refs",
+     "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__",
+     "__pydantic_fields__", "__fields__", "__fields_set__", "__private_attributes__",
+     "__class_vars__", "__copy__", "__deepcopy__", "__iter__", "__get_pydantic_core_schema__",
+     "__get_pydantic_json_schema__", "__pydantic_init_subclass__"}
+) | _OBJECT_NAMES  # fmt: skip
+_LIBRARY_BASES = {
+    "pydantic.BaseModel": _PYDANTIC_MODEL_NAMES,
+    "pydantic.main.BaseModel": _PYDANTIC_MODEL_NAMES,
+    "pydantic.RootModel": _PYDANTIC_MODEL_NAMES | {"root"},
+    "pydantic.root_model.RootModel": _PYDANTIC_MODEL_NAMES | {"root"},
+}
+_EXCEPTIONS = {
+    name: frozenset(dir(kind))
+    for name, kind in vars(builtins).items()
+    if isinstance(kind, type) and issubclass(kind, BaseException)
+}
 
 _JS_TO_TS = {
     ".js": (".ts", ".tsx", ".d.ts"),
@@ -171,7 +201,8 @@ class Resolver:
         """Every name `dotted.` may go on with in `file`. Python: a workspace module's
         definitions, imported names and submodules; a workspace class's own names and its
         bases'; `Class()`: an instance of a class, its class's names and those its methods
-        assign on `self`, its bases' too. JavaScript/TypeScript: `this()` only, an instance
+        assign on `self`, its bases' too (a pydantic model's and an exception's included).
+        JavaScript/TypeScript: `this()` only, an instance
         of the top-level class around `line` (its fields, methods, constructor parameter
         properties and what it assigns on `this`, its workspace bases' too). None where the
         list may be incomplete (a star import, a module `__getattr__`, a base from outside
@@ -238,6 +269,9 @@ class Resolver:
             if written in _NEUTRAL_BASES:
                 continue
             found = self._target(file, written)
+            if found is None and (library := self._library_base(file, written)) is not None:
+                names |= library
+                continue
             if not isinstance(found, Definition) or found.kind != "class":
                 return None
             inherited = self._class_members(found, depth + 1)
@@ -279,6 +313,9 @@ class Resolver:
             found = self._target(file, written) or file.by_name.get(written)
             if isinstance(found, Definition) and found.kind == "interface":
                 continue  # `implements I`: the class declares what I names itself
+            if found is None and (library := self._library_base(file, written)) is not None:
+                names |= library
+                continue
             if not isinstance(found, Definition) or found.kind != "class":
                 return None
             inherited = self._instance_names(found, depth + 1)
@@ -287,6 +324,19 @@ class Resolver:
             names |= inherited[0]
             reads |= inherited[1]
         return names, reads
+
+    def _library_base(self, file: IndexedFile, written: str) -> frozenset[str] | None:
+        """The names a base from outside the workspace gives, where they are known here
+        (`_LIBRARY_BASES` by the module it is imported from; a builtin exception)."""
+        if not file.python:
+            return None
+        head, _, rest = written.partition(".")
+        bindings = self._bindings(file.outline, head)
+        if not bindings:
+            return _EXCEPTIONS.get(written)
+        imported = bindings[-1]
+        full = imported.module if imported.name is None else _join(imported.module, imported.name)
+        return _LIBRARY_BASES.get(f"{full}.{rest}" if rest else full)
 
     @staticmethod
     def _class_at(file: IndexedFile, line: int) -> Definition | None:
@@ -329,7 +379,14 @@ class Resolver:
         candidates = self.modules.get(module)
         if not candidates:
             return None
-        return self.files[min(candidates, key=lambda p: self._preference(p, module, importer))]
+        found = self.files[min(candidates, key=lambda p: self._preference(p, module, importer))]
+        head = module.split(".", 1)[0]
+        if found.module != module and (head == module or head in sys.stdlib_module_names):
+            # By its path's tail alone, `import types` would be some package's types.py and
+            # `import concurrent.futures` a vendored copy's: a top-level name, or the standard
+            # library's, is only the file whose package chain names it so.
+            return None
+        return found
 
     def _preference(self, path: str, module: str, importer: IndexedFile) -> tuple[object, ...]:
         file = self.files[path]

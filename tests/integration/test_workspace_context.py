@@ -206,3 +206,31 @@ async def test_after_this_the_real_model_writes_a_name_the_instance_has(tmp_path
     """`this.` in a TypeScript method: the base's field, declared in another file."""
     files = {"store.ts": STORE_TS, "relay.ts": RELAY_TS}
     await guided_then_not(tmp_path, files, "relay.ts", 4, 16, ("pendingZqFrames",))
+
+
+LEDGER = '''\
+class Ledger:
+    """What a customer owes."""
+
+    def __init__(self) -> None:
+        self.zq_settled_cents = 0
+        self.zq_pending_cents = 0
+'''
+REPORT = """\
+from ledger import Ledger
+
+
+def overdue(ledger: Ledger) -> int:
+    return ledger.
+"""
+
+
+@pytest.mark.model
+async def test_after_a_typed_parameter_the_real_model_writes_a_name_of_its_class(
+    tmp_path: Path,
+) -> None:
+    """A parameter annotated with a workspace class goes on with an instance's names (here
+    assigned in `__init__`, which the class's stub in the prompt does not show)."""
+    files = {"ledger.py": LEDGER, "report.py": REPORT}
+    names = ("zq_settled_cents", "zq_pending_cents")
+    await guided_then_not(tmp_path, files, "report.py", 4, 18, names)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from ghostfim.engine.context.guide import MemberGuide, Next, enclosing_class
+from ghostfim.engine.context.guide import MemberGuide, Next, enclosing_class, local_classes
 
 NAMES = {
     "Pool()": frozenset({"tasks", "add", "close"}),
+    "Pool": frozenset({"LIMIT", "create"}),
+    "proto_utils.Pool()": frozenset({"tasks"}),
     "this()": frozenset({"items", "size", "constructor", "__init__"}),
     "proto_utils": frozenset({"ToProto", "FromProto", "LIMIT"}),
     "proto_utils.ToProto": frozenset({"task", "task_push_config", "agent_card"}),
@@ -42,8 +44,7 @@ def test_after_a_known_dot_the_rests_of_the_names_that_start_with_what_is_writte
         "proto_utils.ToProto",
         "proto_utils.ToProto.task",
         "proto_utils.ToProto.task_push_config",
-        "res",
-    ]  # each once
+    ]  # each once; not `res`, a parameter whose class is not shown
 
 
 def test_a_bare_known_name_guides_only_the_dot_after_it() -> None:
@@ -124,3 +125,66 @@ def test_this_in_javascript_asks_for_the_class_at_the_cursor() -> None:
     for before in ("    this.", "    this.items.", "    x = 1 // see this."):
         g, _ = guide(before)
         assert g.after("") is None, before
+
+
+def test_cls_in_a_class_method_goes_on_with_the_class_names() -> None:
+    g, lookup = guide("class Pool:\n    @classmethod\n    def make(cls):\n        return cls.")
+    assert g.after("") == Next(("LIMIT", "create"))
+    assert lookup.asked == ["Pool"]
+    for before in (
+        "class Pool:\n    def make(self):\n        return cls.",  # not a class method
+        "class Pool:\n    @classmethod\n    def make(cls):\n        cls.",  # it may assign
+    ):
+        g, _ = guide(before)
+        assert g.after("") is None, before
+
+
+def test_a_local_goes_on_with_the_instance_names_of_the_class_its_function_shows() -> None:
+    for before, asked in (
+        ("def f(pool: Pool):\n    pool.", "Pool()"),
+        ("def f(\n    pool: 'Pool | None' = None,\n) -> dict[str, int]:\n    pool.", "Pool()"),
+        ("def f(pool: Optional[proto_utils.Pool]):\n    return pool.", "proto_utils.Pool()"),
+        ("async def f():\n    pool = await Pool(\n        1,\n    )\n    x = pool.", "Pool()"),
+        ("def f(pool: Pool):\n    if pool is None:\n        pool = Pool()\n    pool.", "Pool()"),
+        ("def f():\n    pool: Pool = make()\n    pool.", "Pool()"),
+    ):
+        g, lookup = guide(before)
+        assert g.after("") is not None, before
+        assert lookup.asked == [asked], before
+    # The name alone: a dot after it goes on into its instance's names.
+    g, _ = guide("def f(pool: Pool):\n    x = pool")
+    assert g.after("") == Next((), ends=True, after_dot=("add", "close", "tasks"), open=True)
+
+
+def test_a_local_whose_class_is_not_shown_is_not_guided() -> None:
+    for before in (
+        "def f(pool):\n    pool.",  # no annotation
+        "def f(pool: Pool):\n    pool = other()\n    pool.",  # another value
+        "def f(pool: Pool):\n    for pool in pools:\n        pool.",
+        "def f(pool: Pool):\n    with open(p) as pool:\n        pool.",
+        "def f(pool: Pool):\n    pool, n = split()\n    pool.",
+        "def f():\n    pool = Pool().started()\n    pool.",  # not the constructor's value
+        "def f(*pool: Pool):\n    pool.",  # a tuple of them
+        "def f(pool: Pool):\n    pool.tasks.",  # what an attribute holds is not known
+        "def f(pool: list[Pool]):\n    pool.",  # a list: asks for list(), which is unknown
+    ):
+        g, lookup = guide(before)
+        assert g.after("") is None, before
+        assert "Pool()" not in lookup.asked, before
+    # A keyword argument, an attribute, an item or a comprehension's own name binds nothing.
+    assert local_classes(
+        "def f(pool: Pool):\n"
+        "    run(pool=1)\n"
+        "    pool.size = 2\n"
+        "    pool[0] = 3\n"
+        "    xs = [pool for pool in pools]\n"
+        "    y"
+    ) == {"pool": "Pool", "xs": ""}
+    assert local_classes("x = 1\ny") == {}  # module level: not a function's
+
+
+def test_a_module_name_is_looked_up_as_one_unless_a_local_shadows_it() -> None:
+    g, lookup = guide("def f():\n    return proto_utils.")
+    assert g.after("") is not None and lookup.asked == ["proto_utils"]
+    g, lookup = guide("def f():\n    proto_utils = load()\n    return proto_utils.")
+    assert g.after("") is None and lookup.asked == ["load()"]  # a class? the index says not

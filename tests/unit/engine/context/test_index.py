@@ -615,6 +615,8 @@ INSTANCES = {
         "from typing import Generic, TypeVar\n"
         "from .base import Shape, Mixin\n"
         "from pydantic import BaseModel\n"
+        "import pydantic\n"
+        "from httpx import Client\n"
         "T = TypeVar('T')\n"
         "class Square(Shape, Generic[T]):\n"
         "    def __init__(self, side):\n"
@@ -629,8 +631,16 @@ INSTANCES = {
         "class Halfway(Mixin):\n"
         "    pass\n"
         "class Settings(BaseModel):\n"
+        "    port: int = 80\n"
         "    def show(self):\n"
         "        return self.model_dump()\n"
+        "class Loose(pydantic.BaseModel):\n"
+        "    model_config = pydantic.ConfigDict(extra='allow')\n"
+        "class Remote(Client):\n"
+        "    pass\n"
+        "class Failure(ValueError):\n"
+        "    def __init__(self, code):\n"
+        "        self.code = code\n"
         "class Free:\n"
         "    def __init__(self, **kw):\n"
         "        for k, v in kw.items():\n"
@@ -661,7 +671,8 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
     assert index.members(square, "Logged()") == names | {"logger", "log"}
     for dotted in (
         "Halfway()",  # a mixin whose `self.logger` nothing assigns
-        "Settings()",  # a base from outside the workspace
+        "Remote()",  # a base from outside the workspace
+        "Loose()",  # a pydantic model that keeps fields it was not declared with
         "Free()",  # setattr(self, ...)
         "Color()",  # str's methods: no list for the instances of a builtin's subclass
         "T()",  # not a class
@@ -671,6 +682,20 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
         if dotted != "Square":
             assert index.members(square, dotted) is None, dotted
     assert "side" not in (index.members(square, "Square") or set())
+
+
+def test_pydantic_models_and_exceptions_have_their_library_bases_names(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    write(tmp_path, INSTANCES)
+    built(index, tmp_path)
+    square = tmp_path / "shapes/square.py"
+    settings = index.members(square, "Settings()")
+    assert settings is not None
+    assert {"port", "show", "model_dump", "model_copy", "__class__"} <= settings
+    assert {"model_validate", "port"} <= (index.members(square, "Settings") or set())
+    failure = index.members(square, "Failure()")
+    assert failure is not None and {"code", "args", "with_traceback"} <= failure
 
 
 TS_INSTANCES = {
