@@ -568,7 +568,7 @@ def test_no_member_list_where_it_may_be_incomplete_or_names_nothing_known(
     built(index, tmp_path)
     app = tmp_path / "app.py"
     for dotted in (
-        "Model",  # a base from outside the workspace (pydantic's) brings names unseen here
+        "Model",  # a base neither the workspace nor ghostfim knows (BaseModel, not imported)
         "lazy",  # a module __getattr__
         "dyn",  # globals() at the top level
         "unpack",  # names the outline does not list: `A, B = ...`
@@ -581,6 +581,30 @@ def test_no_member_list_where_it_may_be_incomplete_or_names_nothing_known(
     ):
         assert index.members(app, dotted) is None, dotted
     assert index.members(tmp_path / "elsewhere.py", "pkg") is None
+
+
+def test_a_standard_or_one_name_module_is_not_a_workspace_file_by_its_path_tail(
+    tmp_path: Path, index: WorkspaceIndex
+) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/types.py": "class Frame: ...\n",
+            "pkg/concurrent/futures.py": "class Pool: ...\n",
+            "pkg/helpers.py": "def run(): ...\n",
+            "app.py": (
+                "import types\nimport concurrent.futures\nimport helpers\n"
+                "import pkg.types as t\nfrom pkg import helpers as h\n"
+            ),
+        },
+    )
+    built(index, tmp_path)
+    app = tmp_path / "app.py"
+    for dotted in ("types", "concurrent.futures", "helpers"):
+        assert index.members(app, dotted) is None, dotted
+    assert index.members(app, "t") == {"Frame"}
+    assert index.members(app, "h") == {"run"}
 
 
 def test_no_member_list_from_an_index_a_cap_left_files_out_of(tmp_path: Path) -> None:
