@@ -19,9 +19,11 @@ in JavaScript/TypeScript likewise (the index finds the class by the cursor's lin
 A Python name local to the function around the cursor goes on with an instance's names where
 the function's text shows its class: a parameter annotated with it (`req: Request`,
 `Optional[Request]`, `Request | None`), or every assignment to it made by that class's
-constructor or annotated with it (`task = Task(...)`, `task: Task = make()`). Any other binding
-of the name there (a `for`, a `with ... as`, an unpacking, another value) leaves it unguided;
-so does a local whose class is not one the index holds (engine/context/resolve.py).
+constructor, by a workspace function whose return annotation names it, or annotated with it
+(`task = Task(...)`, `task = make_task()`, `task: Task = pop()`). Any other binding of the name
+there (a `for`, a `with ... as`, an unpacking, another value, `isinstance(task, ...)`, which
+may narrow it to a subclass) leaves it unguided; so does a local whose class is not one the
+index holds (engine/context/resolve.py).
 
 Nothing is constrained where the list may be incomplete (engine/context/resolve.py says None),
 where what was typed after the dot starts no name on it (the user knows a name the index does
@@ -44,7 +46,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from ghostfim.engine.context.outline import annotated_class
+
 TAIL_CHARS = 256  # of the text before the cursor: the line a chain ends on
+# The most of a function's text read for its locals' classes (tokenized at the first dot of a
+# request, on the keystroke path: ~1 ms a thousand characters); a longer one's locals are not
+# guided.
+FUNCTION_CHARS = 16_000
 # The dotted name the text ends with (`a`, `a.`, `a.b.pa`), not after a call, an index or
 # another dot.
 _TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
@@ -52,8 +60,6 @@ _TAIL = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w*)*$")
 # A method's header, up to its first parameter (which may be on the next line).
 _METHOD = re.compile(r"(?:async\s+)?def\s+\w+\s*\(\s*(\w+)")
 _CLASS = re.compile(r"class\s+(\w+)")
-_CLASS_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_OPTIONAL = re.compile(r"(?:typing\.)?Optional\[(.+)\]")
 _OPENING, _CLOSING = "([{", ")]}"
 _AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=",
                         ">>=", "<<="})  # fmt: skip
@@ -205,11 +211,12 @@ def enclosing_class(before: str, first: str = "self") -> str | None:
 def local_classes(before: str) -> dict[str, str]:
     """The names the function around the last line of `before` binds, each to the class it
     holds there ("" where that is not shown): a parameter's by its annotation; an assigned
-    name's where every assignment is the class's constructor call or annotated with it, all
-    the same class. Any other binding (`for`, `as`, an unpacking, `+=`, `:=`, another value)
-    makes it "". The statement the cursor is in is not read."""
+    name's where every assignment is annotated with the class or is a call of it (or of a
+    function the index finds returns it), all the same one. Any other binding (`for`, `as`, an
+    unpacking, `+=`, `:=`, another value) makes it "". The statement the cursor is in is not
+    read."""
     header = _function_around(before)
-    if header is None:
+    if header is None or len(before) - header > FUNCTION_CHARS:
         return {}
     found: dict[str, set[str]] = {}
     statements = _statements(before[header : before.rfind("\n") + 1])
@@ -217,7 +224,7 @@ def local_classes(before: str) -> dict[str, str]:
     if first is None or first[-1].string != ":":
         return {}  # the cursor is in the header
     for name, annotation in _parameters(first):
-        found.setdefault(name, set()).add(_annotated_class(annotation))
+        found.setdefault(name, set()).add(annotated_class(annotation))
     for statement in statements:
         for name, kind in _bindings(statement):
             found.setdefault(name, set()).add(kind)
@@ -317,7 +324,7 @@ def _bindings(statement: list[Token]) -> Iterator[tuple[str, str]]:
             yield token.string, _constructed_class(statement[2:])
         elif i == 0 and after == ":":
             end = equals if equals is not None else len(statement)
-            yield token.string, _annotated_class("".join(t.string for t in statement[2:end]))
+            yield token.string, annotated_class("".join(t.string for t in statement[2:end]))
         elif (
             (equals is not None and i < equals)
             or after in _AUGMENTED
@@ -333,8 +340,9 @@ def _follows(statement: list[Token], i: int, word: str) -> bool:
 
 
 def _constructed_class(value: list[Token]) -> str:
-    """The class whose constructor call is the whole of `value` (`Task(...)`, `mod.Task(...)`,
-    `await Task(...)`); "" for any other value. The index then asks whether it is a class."""
+    """What is called where a call is the whole of `value` (`Task(...)`, `mod.make(...)`,
+    `await fetch(...)`); "" for any other value. The index then asks whether it is a class, or
+    a function whose return annotation names one."""
     if value and value[0].string == "await":
         value = value[1:]
     dotted = []
@@ -361,11 +369,12 @@ def _constructed_class(value: list[Token]) -> str:
 
 def _function_around(before: str) -> int | None:
     """Where the line with the header of the innermost function holding the last line of
-    `before` starts (its decorators not included)."""
+    `before` starts (its decorators not included); None past FUNCTION_CHARS."""
     end = before.rfind("\n")
     current = before[end + 1 :]
     indent = len(current) - len(current.lstrip())
-    while end > 0:
+    stop = len(before) - FUNCTION_CHARS
+    while end > max(0, stop):
         start = before.rfind("\n", 0, end) + 1
         line = before[start:end]
         end = start - 1
@@ -379,34 +388,6 @@ def _function_around(before: str) -> int | None:
             return None
         indent = width
     return None
-
-
-def _top_level_split(text: str, separator: str) -> list[str]:
-    parts, depth, last = [], 0, 0
-    for at, char in enumerate(text):
-        if char in _OPENING:
-            depth += 1
-        elif char in _CLOSING:
-            depth -= 1
-        elif char == separator and depth == 0:
-            parts.append(text[last:at])
-            last = at + 1
-    return [*parts, text[last:]]
-
-
-def _annotated_class(annotation: str) -> str:
-    """The class an annotation names, `None` aside (`Optional[A]`, `A | None`, `"A"`);
-    "" for anything else."""
-    written = annotation.strip().strip("\"'").strip()
-    optional = _OPTIONAL.fullmatch(written)
-    if optional is not None:
-        written = optional.group(1)
-    kinds = [k.strip().strip("\"'") for k in _top_level_split(written, "|")]
-    kinds = [k for k in kinds if k != "None"]
-    if len(kinds) != 1:
-        return ""
-    written = kinds[0].split("[", 1)[0].strip()  # Box[int] is a Box
-    return written if _CLASS_NAME.fullmatch(written) else ""
 
 
 def _in_string(line: str) -> bool:

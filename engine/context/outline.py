@@ -12,6 +12,7 @@ Lines are 0-based, as everywhere else in the engine (LSP's positions).
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -51,6 +52,9 @@ class Definition:
     # mixin's user, must). What `self.` and `this.` go on with: engine/context/resolve.py.
     attributes: tuple[str, ...] | None = ()
     unbound: tuple[str, ...] = ()
+    # A Python function's: the class its return annotation names (`annotated_class`), "" for
+    # none: what `x = f()` holds, for the names `x.` goes on with.
+    returns: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ def _outline_bytes(o: Outline) -> int:
     total = OBJECT_BYTES + sys.getsizeof(o.definitions) + sys.getsizeof(o.bindings)
     for d in o.definitions:
         # the path string is shared with the index's key: counted once, by the index
-        total += OBJECT_BYTES + str_bytes(d.name) + str_bytes(d.stub)
+        total += OBJECT_BYTES + str_bytes(d.name) + str_bytes(d.stub) + str_bytes(d.returns)
         for names in (d.members, d.attributes, d.unbound):
             if names:  # the names' strings are interned, shared with the stubs' words
                 total += sys.getsizeof(names)
@@ -154,3 +158,37 @@ def first_doc_line(doc: str | None) -> str:
         if s:
             return clip_line(s)
     return ""
+
+
+_OPTIONAL = re.compile(r"(?:typing\.)?Optional\[(.+)\]")
+_CLASS_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def annotated_class(annotation: str) -> str:
+    """The class a Python annotation names, `None` aside (`A`, `m.A`, `Optional[A]`, `A | None`,
+    `"A"`, `Box[int]` is a Box); "" for anything else (a union of two, a callable)."""
+    written = annotation.strip().strip("\"'").strip()
+    optional = _OPTIONAL.fullmatch(written)
+    if optional is not None:
+        written = optional.group(1)
+    kinds = [k.strip().strip("\"'") for k in top_level_split(written, "|")]
+    kinds = [k for k in kinds if k != "None"]
+    if len(kinds) != 1:
+        return ""
+    written = kinds[0].split("[", 1)[0].strip()
+    return written if _CLASS_NAME.fullmatch(written) else ""
+
+
+def top_level_split(text: str, separator: str) -> list[str]:
+    """`text` split at each `separator` outside brackets."""
+    parts: list[str] = []
+    depth = last = 0
+    for at, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[last:at])
+            last = at + 1
+    return [*parts, text[last:]]

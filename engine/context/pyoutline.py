@@ -22,6 +22,7 @@ from ghostfim.engine.context.outline import (
     ClassSpan,
     Definition,
     Outline,
+    annotated_class,
     clip_line,
     first_doc_line,
     join_stub,
@@ -293,7 +294,9 @@ def _bind(node: ast.Import | ast.ImportFrom, bindings: list[Binding], imports: l
 
 def _define(stmt: ast.stmt, path: str, out: dict[str, Definition], lines: list[str]) -> None:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        out.setdefault(stmt.name, _definition(stmt, "function", _function_stub(stmt, ""), path))
+        definition = _definition(stmt, "function", _function_stub(stmt, ""), path)
+        returns = annotated_class(_unparse(stmt.returns)) if stmt.returns else ""
+        out.setdefault(stmt.name, replace(definition, returns=sys.intern(returns)))
     elif isinstance(stmt, ast.ClassDef):
         definition = _definition(stmt, "class", _class_stub(stmt), path)
         members = _members(stmt)

@@ -201,7 +201,8 @@ class Resolver:
         """Every name `dotted.` may go on with in `file`. Python: a workspace module's
         definitions, imported names and submodules; a workspace class's own names and its
         bases'; `Class()`: an instance of a class, its class's names and those its methods
-        assign on `self`, its bases' too (a pydantic model's and an exception's included).
+        assign on `self`, its bases' too; `f()`: an instance of the class a workspace
+        function's return annotation names (a pydantic model's and an exception's included).
         JavaScript/TypeScript: `this()` only, an instance
         of the top-level class around `line` (its fields, methods, constructor parameter
         properties and what it assigns on `this`, its workspace bases' too). None where the
@@ -213,6 +214,8 @@ class Resolver:
             return None if around is None else self._instance_members(around, _JS_OBJECT_NAMES)
         if dotted.endswith("()"):
             found = self._target(file, dotted[:-2])
+            if isinstance(found, Definition) and found.kind == "function" and found.returns:
+                found = self._returned(found)  # `x = make()`, `make() -> Task`: a Task
             if not isinstance(found, Definition) or found.kind != "class":
                 return None
             return self._instance_members(found, _OBJECT_NAMES)
@@ -324,6 +327,13 @@ class Resolver:
             names |= inherited[0]
             reads |= inherited[1]
         return names, reads
+
+    def _returned(self, function: Definition) -> Found:
+        """The class a workspace function's return annotation names, in its own file."""
+        file = self.files.get(function.path)
+        if file is None:
+            return None
+        return self._target(file, function.returns)
 
     def _library_base(self, file: IndexedFile, written: str) -> frozenset[str] | None:
         """The names a base from outside the workspace gives, where they are known here

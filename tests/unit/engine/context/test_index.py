@@ -662,6 +662,9 @@ INSTANCES = {
         "    model_config = pydantic.ConfigDict(extra='allow')\n"
         "class Remote(Client):\n"
         "    pass\n"
+        "def make() -> 'Optional[Square]': ...\n"
+        "async def fetch(key) -> Square: ...\n"
+        "def loose(): ...\n"
         "class Failure(ValueError):\n"
         "    def __init__(self, code):\n"
         "        self.code = code\n"
@@ -708,7 +711,7 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
     assert "side" not in (index.members(square, "Square") or set())
 
 
-def test_pydantic_models_and_exceptions_have_their_library_bases_names(
+def test_pydantic_models_exceptions_and_what_a_function_returns_have_known_names(
     tmp_path: Path, index: WorkspaceIndex
 ) -> None:
     write(tmp_path, INSTANCES)
@@ -718,6 +721,10 @@ def test_pydantic_models_and_exceptions_have_their_library_bases_names(
     assert settings is not None
     assert {"port", "show", "model_dump", "model_copy", "__class__"} <= settings
     assert {"model_validate", "port"} <= (index.members(square, "Settings") or set())
+    # `x = make()`: what the function's return annotation names.
+    assert index.members(square, "make()") == index.members(square, "Square()") is not None
+    assert index.members(square, "fetch()") == index.members(square, "Square()")
+    assert index.members(square, "loose()") is None
     failure = index.members(square, "Failure()")
     assert failure is not None and {"code", "args", "with_traceback"} <= failure
 

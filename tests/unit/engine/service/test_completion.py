@@ -341,6 +341,10 @@ async def test_the_workspace_index_waits_while_a_model_loads(cleanup: list, tmp_
     service = CompletionService(RecordingEvents(), opener=FakeOpener({"fake": open_slowly}))
     cleanup.append(service)
     load = service.configure(replace(FIXED_DEBOUNCE, workspace_context="auto"))
+    for _ in range(100):  # the load starts in the background: the hold comes with its start
+        if service.status().state == "loading":
+            break
+        await asyncio.sleep(0.05)
     service.set_workspace_roots([str(tmp_path)])
     await asyncio.sleep(0.5)
     assert service.status().state == "loading"
