@@ -114,10 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if not is_allowed(guide, site.group(2)):
                         counts[(kind, "harmed")] += 1
                         harmed.append(f"{os.path.relpath(path)}:{line + 1} {site.group(0)}")
+        indexed = index.status().files
     finally:
         index.stop()
 
-    print(f"index: {index.status().files} files in {index_s:.1f} s; {len(times_ms)} sites")
+    print(f"index: {indexed} files in {index_s:.1f} s; {len(times_ms)} sites")
     print("| before the dot | sites | guided | the real name not on the list |")
     print("|---|---|---|---|")
     rows = []
