@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     manifest = json.loads(args.manifest.read_text())
-    roots = workspace_roots(manifest, Path(manifest["workspace"]))
+    workspace = Path(manifest["workspace"])
+    roots = workspace_roots(manifest, workspace)
     index = WorkspaceIndex()
     started = time.perf_counter()
     index.start(roots)
@@ -113,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     counts[(kind, "guided")] += 1
                     if not is_allowed(guide, site.group(2)):
                         counts[(kind, "harmed")] += 1
-                        harmed.append(f"{os.path.relpath(path)}:{line + 1} {site.group(0)}")
+                        harmed.append(
+                            f"{os.path.relpath(path, workspace)}:{line + 1} {site.group(0)}"
+                        )
         indexed = index.status().files
     finally:
         index.stop()

@@ -201,14 +201,14 @@ class Resolver:
         """Every name `dotted.` may go on with in `file`. Python: a workspace module's
         definitions, imported names and submodules; a workspace class's own names and its
         bases'; `Class()`: an instance of a class, its class's names and those its methods
-        assign on `self`, its bases' too; `f()`: an instance of the class a workspace
-        function's return annotation names (a pydantic model's and an exception's included).
-        JavaScript/TypeScript: `this()` only, an instance
-        of the top-level class around `line` (its fields, methods, constructor parameter
-        properties and what it assigns on `this`, its workspace bases' too). None where the
-        list may be incomplete (a star import, a module `__getattr__`, a base from outside
-        the workspace, a name read on `self` or `this` that nothing assigns) or `dotted`
-        names nothing the index holds."""
+        assign on `self`, its bases' too (pydantic's BaseModel's and a builtin exception's
+        among them); `f()`: an instance of the class a workspace function's return annotation
+        names. JavaScript/TypeScript: `this()` only, an instance of the top-level class
+        around `line` (its fields, methods, constructor parameter properties and what it
+        assigns on `this`, its workspace bases' too). None where the list may be incomplete (a
+        star import, a module `__getattr__`, a base from outside the workspace that
+        `_LIBRARY_BASES` does not know, a name read on `self` or `this` that nothing
+        assigns) or `dotted` names nothing the index holds."""
         if not file.python:
             around = None if dotted != "this()" or line is None else self._class_at(file, line)
             return None if around is None else self._instance_members(around, _JS_OBJECT_NAMES)
