@@ -100,6 +100,7 @@ class MemberGuide:
         # In a docstring (an odd number of triple quotes before the cursor): prose, unguided.
         self._prose = (before.count('"""') + before.count("'''")) % 2 == 1
         self._known: dict[str, tuple[str, ...] | None] = {}
+        self._classes: dict[str, str | None] = {}
 
     def after(self, generated: str) -> Next | None:
         """What may follow `before + generated` (None: anything)."""
@@ -112,7 +113,7 @@ class MemberGuide:
             return None
         *chain, partial = found.group(0).split(".")
         if not chain:  # a bare name: only a dot after it is guided
-            dotted = self._dotted([partial], starts_statement=True) if partial else None
+            dotted = self._dotted([partial], starts_statement=True)
             after_dot = None if dotted is None else self._names(dotted)
             if after_dot is None:
                 return None
@@ -147,8 +148,14 @@ class MemberGuide:
             return None
         if head == "this":
             return "this()"
-        around = enclosing_class(self._text, first=head)
+        around = self._class_around(head)
         return None if around is None else (f"{around}()" if head == "self" else around)
+
+    def _class_around(self, first: str) -> str | None:
+        """`enclosing_class` for `self` or `cls`, once a request: `after` asks at every token."""
+        if first not in self._classes:
+            self._classes[first] = enclosing_class(self._text, first)
+        return self._classes[first]
 
     def _local(self, name: str) -> str | None:
         """The class of the local `name` ("" where it is local but its class is not shown);
@@ -180,32 +187,42 @@ def enclosing_class(before: str, first: str = "self") -> str | None:
     """The top-level class whose method (its first parameter `first`: `self`, or `cls` for a
     class method) holds the last line of `before`, by the indentation of the lines above it;
     None for anything else (a function, a nested class, a static method)."""
-    end = before.rfind("\n")
-    current = before[end + 1 :]
-    indent = len(current) - len(current.lstrip())
-    in_method = False
-    while end > 0:
-        start = before.rfind("\n", 0, end) + 1
-        line, at = before[start:end], start
-        end = start - 1
-        code = line.lstrip()
-        width = len(line) - len(code)
-        if not code or code.startswith(("#", ")", "]", "}")) or width >= indent:
-            continue  # blank, a comment, a closing bracket, or inside the block we are in
-        indent = width
-        if not in_method:
-            if code.startswith(("def ", "async ")):
-                method = _METHOD.match(before, at + width)
-                if method is None or method.group(1) != first:
-                    return None
-                in_method = True
-            continue
+    blocks = _enclosing_lines(before)
+    for at, width, code in blocks:
+        if code.startswith(("def ", "async ")):
+            method = _METHOD.match(before, at + width)
+            if method is None or method.group(1) != first:
+                return None
+            break
+    else:
+        return None
+    for _, width, code in blocks:
         if code.startswith(("def ", "async ")):
             return None  # a function inside a function
         if code.startswith("class "):
             found = _CLASS.match(code)
             return found.group(1) if found and width == 0 else None
     return None
+
+
+def _enclosing_lines(before: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
+    """The lines that open the blocks holding the last line of `before`, innermost first, by
+    their indentation: each one's start, indentation and code. Blank lines, comments and
+    closing brackets open none; the walk goes back `limit` characters at most."""
+    end = before.rfind("\n")
+    current = before[end + 1 :]
+    indent = len(current) - len(current.lstrip())
+    stop = 0 if limit is None else max(0, len(before) - limit)
+    while end > stop:
+        start = before.rfind("\n", 0, end) + 1
+        line = before[start:end]
+        end = start - 1
+        code = line.lstrip()
+        width = len(line) - len(code)
+        if not code or code.startswith(("#", ")", "]", "}")) or width >= indent:
+            continue  # blank, a comment, a closing bracket, or inside the block we are in
+        indent = width
+        yield start, width, code
 
 
 def local_classes(before: str) -> dict[str, str]:
@@ -370,23 +387,11 @@ def _constructed_class(value: list[Token]) -> str:
 def _function_around(before: str) -> int | None:
     """Where the line with the header of the innermost function holding the last line of
     `before` starts (its decorators not included); None past FUNCTION_CHARS."""
-    end = before.rfind("\n")
-    current = before[end + 1 :]
-    indent = len(current) - len(current.lstrip())
-    stop = len(before) - FUNCTION_CHARS
-    while end > max(0, stop):
-        start = before.rfind("\n", 0, end) + 1
-        line = before[start:end]
-        end = start - 1
-        code = line.lstrip()
-        width = len(line) - len(code)
-        if not code or code.startswith(("#", ")", "]", "}")) or width >= indent:
-            continue
+    for start, width, code in _enclosing_lines(before, FUNCTION_CHARS):
         if code.startswith(("def ", "async def ")):
             return start
         if code.startswith("class ") or width == 0:
             return None
-        indent = width
     return None
 
 
