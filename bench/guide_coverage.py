@@ -65,8 +65,7 @@ def is_allowed(guide: MemberGuide, name: str) -> bool:
     return found is None or name[len(written) :] in found.names or (name == written and found.ends)
 
 
-def sample_sites(path: str, rng: random.Random, per_file: int) -> list[re.Match[str]]:
-    text = Path(path).read_text(errors="replace")
+def sample_sites(text: str, rng: random.Random, per_file: int) -> list[re.Match[str]]:
     sites = []
     for site in _SITE.finditer(text):
         line = text[text.rfind("\n", 0, site.start()) + 1 : site.start()].lstrip()
@@ -101,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for path in rng.sample(files, min(args.files, len(files))):
             text = Path(path).read_text(errors="replace")
-            for site in sample_sites(path, rng, args.sites):
+            for site in sample_sites(text, rng, args.sites):
                 before = text[: site.start(2)]
                 line = before.count("\n")
                 t0 = time.perf_counter()
