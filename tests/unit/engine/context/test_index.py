@@ -679,13 +679,18 @@ INSTANCES = {
 }
 
 
-def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign(
-    tmp_path: Path, index: WorkspaceIndex
-) -> None:
-    """`Square()`: what `self.` may go on with in Square's methods."""
+@pytest.fixture
+def square(tmp_path: Path, index: WorkspaceIndex) -> Path:
+    """INSTANCES indexed: the file most of their classes are in."""
     write(tmp_path, INSTANCES)
     built(index, tmp_path)
-    square = tmp_path / "shapes/square.py"
+    return tmp_path / "shapes/square.py"
+
+
+def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign(
+    square: Path, index: WorkspaceIndex
+) -> None:
+    """`Square()`: what `self.` may go on with in Square's methods."""
     names = index.members(square, "Square()")
     assert names is not None
     own = {"__init__", "area", "side", "unit", "count"}  # `+=`: assigned here too
@@ -694,7 +699,7 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
     assert "__class__" in names and "logger" not in names
     # Shape reads `self.area` and `self.unit`, which only Square gives: Shape's own instances
     # have no list, Square's have; a mixin's `self.logger` is given by the class that uses it.
-    assert index.members(tmp_path / "shapes/base.py", "Shape()") is None
+    assert index.members(square.parent / "base.py", "Shape()") is None
     assert index.members(square, "Logged()") == names | {"logger", "log"}
     for dotted in (
         "Halfway()",  # a mixin whose `self.logger` nothing assigns
@@ -712,11 +717,8 @@ def test_an_instance_has_its_class_and_bases_names_and_what_their_methods_assign
 
 
 def test_pydantic_models_exceptions_and_what_a_function_returns_have_known_names(
-    tmp_path: Path, index: WorkspaceIndex
+    square: Path, index: WorkspaceIndex
 ) -> None:
-    write(tmp_path, INSTANCES)
-    built(index, tmp_path)
-    square = tmp_path / "shapes/square.py"
     settings = index.members(square, "Settings()")
     assert settings is not None
     assert {"port", "show", "model_dump", "model_copy", "__class__"} <= settings
