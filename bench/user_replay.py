@@ -291,6 +291,39 @@ class UserReplay:
         await self.editor.finish()
         return self.records, self.reads
 
+    async def dwell(self) -> tuple[list[Record], list[Read]]:
+        """Only the trace's first state: the cursor arrives, and the user reads what comes on
+        screen before the first keystroke is due (its gap: the dwell). Nothing is accepted or
+        typed (an accept's decision is in the reads); the document closes after the dwell."""
+        await self.editor.open(self.trace)
+        self.clock = Clock()
+        key = self.trace.keystrokes[0]
+        record = await self._send(0, key, None)
+        if self.user != "none" and not key.jump:
+            screen = self.editor.screen
+            while (read_at := await self._next_read(key.at_ms + key.gap_ms)) is not None:
+                decision = decide(self.user, screen.text, key.rest_of_line)
+                self.reads.append(
+                    Read(
+                        self.trace.name,
+                        0,
+                        read_at - key.at_ms,
+                        screen.text,
+                        key.rest_of_line,
+                        decision,
+                        _item_id(screen.item),
+                        screen.typed_into_item,
+                    )
+                )
+                screen.read = True
+                if record is not None:
+                    record["reads"].append(decision.kind)
+                if decision.accepted:
+                    break
+        await self.clock.until(key.at_ms + key.gap_ms)
+        await self.editor.finish()
+        return self.records, self.reads
+
     async def _send(self, index: int, key: Keystroke, signal: AcceptSignal | None) -> Record | None:
         record = await self.editor.keystroke(self.trace, index, key, signal)
         if record is not None:
@@ -384,9 +417,10 @@ class GhostfimEditor:
     automatic inlineCompletion request (the previous one cancelled if still open); items go on
     screen with didShowCompletion; accepts are signalled as docs/protocol.md says."""
 
-    def __init__(self, client: LspProcess, uri: str) -> None:
+    def __init__(self, client: LspProcess, uri: str, close_after_s: float = 2.0) -> None:
         self.client = client
         self.uri = uri
+        self.close_after_s = close_after_s  # from the trace's end to didClose
         self.screen = Screen()
         self.version = 1
         self.by_version: dict[int, Record] = {}
@@ -449,7 +483,7 @@ class GhostfimEditor:
     async def finish(self) -> None:
         if self.current is not None:
             self.current["_closed"] = True
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(self.close_after_s)
         self.client.listeners.remove(self._on_note)
         await self.client.notify("textDocument/didClose", {"textDocument": {"uri": self.uri}})
 

@@ -1,7 +1,7 @@
 """Workspace context on and off, through the real server, on code the model has not seen
 (issue 31, part 6).
 
-    python -m bench.workspace_bench [--systems on,off] [--part explicit,replay]
+    python -m bench.workspace_bench [--systems on,off] [--part explicit,replay,dwell]
                                     [--users tab,words] [--model small] [--picks N]
                                     [--replay-picks M] [--json FILE]
 
@@ -40,6 +40,13 @@ Parts (`--part`):
   accepting users (`tab`, `words`). Per (system, user): keystrokes saved, suggestions read and
   refused per 100 characters, accept rate, TTFT p50/p95/p99 while typing, the median share of
   each prompt served from the KV cache, the server's CPU seconds per 100 characters, peak RSS.
+- `dwell`: the replay's first state only, for many picks at little cost: open the file, place
+  the cursor, and read what comes on screen within `--dwell-ms` (the same users and reaction
+  time); nothing is accepted or typed, and the document closes. Per (system, user): the picks
+  whose suggestion was accepted at the dwell and the keystrokes that saved (per 100 characters
+  of the picked lines, per kind), when the first suggestion went on screen (p50, p90) and its
+  prompt's size. The dwell is where a line's start is read, where the Tab user takes whole
+  lines (about 40% of the replay's saved keystrokes).
 
 The picks are a seeded sample (`--picks N`, all by default), interleaved so that every prefix
 has each package and both kinds in turn. The last table gives each figure's ratio on/off.
@@ -77,14 +84,14 @@ from bench.traces import (
     TypingModel,
     utf16_len,
 )
-from bench.user_replay import GhostfimEditor, Pace, Read, replay_with_user
+from bench.user_replay import GhostfimEditor, Pace, Read, UserReplay, replay_with_user
 from ghostfim.engine.timings import percentile
 from harness.lspclient import LspProcess, Notification, RpcError
 
 # system -> its workspaceContext setting; `baseline` is another build's server (--baseline-server)
 # with the context on, side by side with this checkout's on and off
 SYSTEMS = {"on": "auto", "off": "off", "baseline": "auto"}
-PARTS = ("explicit", "replay")
+PARTS = ("explicit", "replay", "dwell")
 KINDS = ("cross", "plain")
 READY_STATES = ("ready", "off", "capped")  # workspace.state once indexing is over
 INDEX_WAIT_S = 20.0
@@ -597,6 +604,73 @@ async def replay_pass(
     }
 
 
+def dwell_summary(
+    records: Sequence[Record], reads: Sequence[Read], kinds: dict[str, str], chars: dict[str, int]
+) -> dict[str, Any]:
+    """What the user took at the dwell alone: per kind and all, the picks where a read was
+    accepted, the characters saved, per 100 characters of the picked lines; and when the
+    first suggestion went on screen (ms after the cursor arrived)."""
+    out: dict[str, Any] = {"picks": len(chars)}
+    for kind in (*KINDS, "all"):
+        names = {n for n in chars if kind == "all" or kinds[n] == kind}
+        taken = [r for r in reads if r.trace in names and r.decision.accepted]
+        saved = sum(r.decision.saved for r in taken)
+        written = sum(chars[n] for n in names)
+        out[f"accepts_{kind}"] = len(taken)
+        out[f"saved_{kind}"] = saved
+        out[f"saved_per_100_{kind}"] = per_100(saved, written)
+    shown = [r["shown_at_ms"] for r in records if r.get("shown_at_ms") is not None]
+    out["shown_p50_ms"] = _pct(shown, 50)
+    out["shown_p90_ms"] = _pct(shown, 90)
+    out["shown_share"] = round(len(shown) / len(chars), 3) if chars else None
+    tokens = [r["prompt_tokens"] for r in records if r.get("prompt_tokens") is not None]
+    out["prompt_tokens_median"] = statistics.median(tokens) if tokens else None
+    out["reads"] = len(reads)
+    return out
+
+
+async def dwell_pass(
+    system: str,
+    user: str,
+    picks: Sequence[Pick],
+    workspace: Path,
+    roots: Sequence[Path],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The replay's first state only, for many picks: the suggestion at the dwell after a file
+    opens, which the line's start gets (`--part dwell`)."""
+    pace = Pace(reaction_ms=args.reaction_ms)
+    server = await start_server(system, roots, args)
+    records: list[Record] = []
+    reads: list[Read] = []
+    kinds: dict[str, str] = {}
+    chars: dict[str, int] = {}
+    try:
+        started = time.perf_counter()
+        for pick in picks:
+            trace = pick_trace(pick, workspace, seed=args.seed, dwell_ms=args.dwell_ms)
+            kinds[trace.name] = pick["kind"]
+            chars[trace.name] = len(expected_text(pick))
+            editor = GhostfimEditor(server.client, Path(trace.path).as_uri(), close_after_s=0.3)
+            got, read = await UserReplay(trace, editor, user, pace).dwell()
+            records += got
+            reads += read
+        wall_s = time.perf_counter() - started
+    finally:
+        await server.stop()
+    summary = {
+        "system": system,
+        "user": user,
+        **dwell_summary(records, reads, kinds, chars),
+        "wall_s": round(wall_s, 1),
+    }
+    return {
+        "summary": summary,
+        "records": [{k: v for k, v in r.items() if not k.startswith("_")} for r in records],
+        "reads": [r.to_json() for r in reads],
+    }
+
+
 # --- tables ---------------------------------------------------------------------------------------
 EXPLICIT_ROWS = [
     ("exact_cross", "first line exact, cross"),
@@ -636,6 +710,21 @@ REPLAY_ROWS = [
     ("index_ready_ms", "index ready, from initialize (ms)"),
     ("rss_ready_mb", "RSS once ready (MB)"),
     ("states", "keystroke states"),
+]
+DWELL_ROWS = [
+    ("picks", "picks"),
+    ("accepts_all", "accepted at the dwell"),
+    ("saved_all", "keystrokes saved at the dwell"),
+    ("saved_per_100_all", "… per 100 characters of the lines"),
+    ("saved_per_100_cross", "… on cross lines"),
+    ("saved_per_100_plain", "… on plain lines"),
+    ("accepts_cross", "accepted, cross lines"),
+    ("accepts_plain", "accepted, plain lines"),
+    ("shown_p50_ms", "first suggestion on screen, p50 (ms)"),
+    ("shown_p90_ms", "first suggestion on screen, p90 (ms)"),
+    ("shown_share", "picks with a suggestion on screen"),
+    ("prompt_tokens_median", "first prompt's tokens (median)"),
+    ("reads", "suggestions read"),
 ]
 PERCENT = {"exact_cross", "exact_plain", "exact_all", "accept_rate"}
 
@@ -720,6 +809,14 @@ def render(report: dict[str, Any]) -> str:
             table(columns, REPLAY_ROWS),
             "",
         ]
+    if report.get("dwell"):
+        columns = {name: r["summary"] for name, r in report["dwell"].items()}
+        out += [
+            "## The dwell after a file opens (the line's start)",
+            "",
+            table(columns, DWELL_ROWS),
+            "",
+        ]
     ratios = ratio_columns(report)
     if ratios:
         out += ["## on / off", "", ratio_table(ratios), ""]
@@ -766,7 +863,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "users": users if "replay" in parts else [],
         "settings": {s: settings_for(s, args) for s in systems},
         "explicit_picks": [pick_id(p) for p in picks] if "explicit" in parts else [],
-        "replay_picks": [pick_id(p) for p in replay_picks] if "replay" in parts else [],
+        "replay_picks": [pick_id(p) for p in replay_picks]
+        if "replay" in parts or "dwell" in parts
+        else [],
         "replay_chars": sum(len(expected_text(p)) for p in replay_picks),
         "dwell_ms": args.dwell_ms,
         "reaction_ms": args.reaction_ms,
@@ -795,6 +894,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     f"{s['reads']} reads, {s['wall_s']} s",
                     file=sys.stderr,
                 )
+    if "dwell" in parts:
+        report["dwell"] = {}
+        for user in users:
+            for system in systems:
+                result = await dwell_pass(system, user, replay_picks, workspace, roots, args)
+                report["dwell"][f"{system}/{user}"] = result
+                s = result["summary"]
+                print(
+                    f"dwell {system}/{user}: {s['picks']} picks, {s['accepts_all']} accepts, "
+                    f"saved {s['saved_all']} ({s['saved_per_100_all']} per 100), "
+                    f"shown p50 {s['shown_p50_ms']} ms, {s['wall_s']} s",
+                    file=sys.stderr,
+                )
     report["ratios"] = ratio_columns(report)
     report["machine"] = {
         "platform": platform.platform(),
@@ -814,7 +926,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--systems", default="on,off", help="comma-separated: on, off")
     parser.add_argument(
-        "--part", default="explicit,replay", help="comma-separated: explicit, replay"
+        "--part", default="explicit,replay", help="comma-separated: explicit, replay, dwell"
     )
     parser.add_argument("--users", default="tab,words", help="the replay's users: tab, words")
     parser.add_argument(

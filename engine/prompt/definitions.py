@@ -61,7 +61,7 @@ class DefinitionTokens:
         """The "auto" budget, fixed at first use (a budget that moved with the cost model's
         refits would change the block, and with it every cached prompt). Keystroke prompts
         get what prefills in DEFINITIONS_KEYSTROKE_PREFILL_MS: their block's prefill is paid
-        at a document's first lull, which must end before the user types on."""
+        in a document's first prompt, whose suggestion a user reads before typing on."""
         if keystroke not in self._auto_budgets:
             ms = DEFINITIONS_KEYSTROKE_PREFILL_MS if keystroke else DEFINITIONS_AUTO_PREFILL_MS
             within = cost.tokens_within(ms)

@@ -42,7 +42,7 @@ from ghostfim.engine.service.stats import (
 )
 from ghostfim.engine.service.suggestions import SuggestionCache
 from ghostfim.engine.service.workspace import FileChange, WorkspaceContext
-from ghostfim.engine.tuning import DEFINITIONS_AUTO_MAX_TOKENS
+from ghostfim.engine.tuning import DEFINITIONS_KEYSTROKE_PREFILL_MS
 
 __all__ = ["Answer", "CompletionService", "CursorState", "Events"]
 
@@ -88,7 +88,7 @@ class CompletionService:
         self.doc_limit = DocumentSizeLimit(self.config.max_document_mb)
         self.context = ContextFeed(skip=self.doc_limit.is_over)
         self.workspace = WorkspaceContext(  # its definitions
-            skip=self.doc_limit.is_over, cold_block_fits=self._cold_block_fits
+            skip=self.doc_limit.is_over, first_block_fits=self._first_block_fits
         )
         self.requests = RequestFactory(
             lambda: self.config, self.filter, self.context, self.workspace
@@ -131,14 +131,19 @@ class CompletionService:
             self._stats_read = True  # the adaptive filter starts from the earlier sessions
             self.filter.start_from(self.local_stats.records())
 
-    def _cold_block_fits(self) -> bool:
-        """Whether the serving backend prefills the workspace's largest block within a
-        keystroke's prefill budget (a GPU does; a CPU takes seconds)."""
+    def _first_block_fits(self) -> bool:
+        """Whether a document's first prompt takes the workspace's block: where the keystroke's
+        block prefills within DEFINITIONS_KEYSTROKE_PREFILL_MS on the serving backend. The
+        "auto" budget is sized so on any backend whose speed is measured
+        (engine/prompt/definitions.py); a fixed `workspaceContextTokens` fits where that
+        many tokens prefill in time (a GPU). A backend of unknown speed (a remote server)
+        gets it at the first lull, as before."""
         backend = self.host.backend
-        expected = (
-            None if backend is None else backend.expected_prefill_ms(DEFINITIONS_AUTO_MAX_TOKENS)
-        )
-        return expected is not None and expected <= self.config.keystroke_prefill_ms
+        tokens = self.config.workspace_context_tokens
+        expected = None if backend is None else backend.expected_prefill_ms(tokens or 1)
+        if expected is None:
+            return False
+        return tokens is None or expected <= DEFINITIONS_KEYSTROKE_PREFILL_MS
 
     def _backend_swapped(self, _backend: object) -> None:
         """A new backend serves: suggestions of the old one go, the last document warms."""

@@ -234,3 +234,54 @@ async def test_after_a_typed_parameter_the_real_model_writes_a_name_of_its_class
     files = {"ledger.py": LEDGER, "report.py": REPORT}
     names = ("zq_settled_cents", "zq_pending_cents")
     await guided_then_not(tmp_path, files, "report.py", 4, 18, names)
+
+
+STORE = '''\
+def zq_open_bucket_store(path: str, *, mode: str = "r") -> "BucketStore":
+    """Open the bucket store at path."""
+'''
+ORDERS = """\
+from store import zq_open_bucket_store
+
+
+def load_orders(path):
+    store = zq_open_bucket_store(path, mode="rb+")
+    return store.read_all("orders")
+"""
+# The cursor goes at the end: the new line's indentation.
+INVOICES = "from store import zq_open_bucket_store\n\n\ndef load_invoices(path):\n    \n"
+
+
+@pytest.mark.model
+async def test_a_documents_first_ghost_text_has_the_workspace_block(tmp_path: Path) -> None:
+    """The first automatic request in a document, at a line's start (the suggestion a user
+    reads at the dwell after opening the file), has the workspace's block in its prompt on
+    this CPU too: the real model takes the call's arguments from the similar code in another
+    file (`mode="rb+"`, which nothing in this file shows). Off, it does not."""
+    for name, text in {"store.py": STORE, "orders.py": ORDERS, "invoices.py": INVOICES}.items():
+        (tmp_path / name).write_text(text)
+    settings = {**SMALL, "filter": "off"}  # the whole suggestion, not its sure part
+    client = await start({**settings, "workspaceContext": "auto"}, root=tmp_path)
+    try:
+        await wait_for(client, ready, timeout=20)
+        uri = (tmp_path / "invoices.py").as_uri()
+        await open_doc(client, uri, INVOICES)
+        await complete(client, uri, 4, 4, trigger=2)  # answered at its first visible text
+        last = (await wait_for(client, lambda s: bool(s["recent"]), timeout=20))["recent"][-1]
+        assert "orders.py:1" in last["definitions"] and last["definitionTokens"] > 10, last
+        answer = await complete(client, uri, 4, 4, trigger=2)  # the whole of it, cached
+        [item] = answer["items"]
+        assert 'zq_open_bucket_store(path, mode="rb+")' in item["insertText"], item
+
+        await configure(client, {**settings, "workspaceContext": "off"})
+        await wait_for(client, lambda s: s["workspace"]["state"] == "off", timeout=20)
+        other = (tmp_path / "bills.py").as_uri()
+        await open_doc(client, other, INVOICES.replace("invoices", "bills"))
+        await complete(client, other, 4, 4, trigger=2)
+        after = await wait_for(client, lambda s: len(s["recent"]) >= 2, timeout=20)
+        assert after["recent"][-1]["definitionTokens"] == 0
+        answer = await complete(client, other, 4, 4, trigger=2)
+        texts = [i["insertText"] for i in answer["items"]]
+        assert not any('mode="rb+"' in t for t in texts), texts
+    finally:
+        assert await client.stop() == 0

@@ -3,15 +3,19 @@ scoring of explicit answers, and the on/off ratios (no server, no model)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from bench.accepting_user import Decision
-from bench.user_replay import Read, Walk
+from bench.traces import Keystroke, Record, Trace, new_record
+from bench.user_replay import AcceptSignal, Pace, Read, Screen, UserReplay, Walk
 from bench.workspace_bench import (
     definitions_of,
+    dwell_summary,
     expected_text,
     explicit_summary,
     last_request,
@@ -237,3 +241,81 @@ def test_render_has_every_part_and_the_ratios() -> None:
     assert "| first line exact, all | 2.00× | 2.00× |" in text
     assert "| request latency p50 (ms) | 1.20× | 1.20× |" in text
     assert "| TTFT p95 (ms)" not in text.split("## on / off")[1]  # no figure: no row
+
+
+class DelayedEditor:
+    """Shows `text` (default: the rest of the line) `delay_s` after a keystroke."""
+
+    def __init__(self, delay_s: float, text: str | None = None) -> None:
+        self.delay_s, self.text = delay_s, text
+        self.screen = Screen()
+        self.sent: list[int] = []
+        self.finished = False
+
+    async def open(self, trace: Trace) -> None:
+        pass
+
+    async def keystroke(
+        self, trace: Trace, index: int, key: Keystroke, signal: AcceptSignal | None
+    ) -> Record | None:
+        self.sent.append(index)
+        text = key.rest_of_line if self.text is None else self.text
+        asyncio.get_running_loop().call_later(
+            self.delay_s, lambda: self.screen.show(text, time.perf_counter(), origin=index)
+        )
+        return new_record(trace, index, key, "")
+
+    async def finish(self) -> None:
+        self.finished = True
+
+
+def _dwell(workspace: Path, editor: DelayedEditor) -> tuple[list[Record], list[Read]]:
+    trace = pick_trace(PICK, workspace, seed=3, dwell_ms=300.0)
+    replay = UserReplay(trace, editor, "tab", Pace(reaction_ms=50.0))
+    return asyncio.run(replay.dwell())
+
+
+def test_the_dwell_reads_what_comes_before_the_first_keystroke_and_types_nothing(
+    workspace: Path,
+) -> None:
+    editor = DelayedEditor(0.05)
+    records, reads = _dwell(workspace, editor)
+    assert editor.sent == [0] and editor.finished  # the cursor's arrival only, then closed
+    assert len(records) == 1 and records[0]["reads"] == ["full"]
+    assert [r.decision.text for r in reads] == ["total = helper(x)"]
+    assert 50.0 <= reads[0].after_ms < 300.0
+
+    wrong, late = DelayedEditor(0.05, "total = other(x)"), DelayedEditor(0.28)
+    assert [r.decision.kind for r in _dwell(workspace, wrong)[1]] == ["refuse"]
+    assert _dwell(workspace, late)[1] == []  # on screen too late to be read in the dwell
+
+
+def test_dwell_summary_per_kind() -> None:
+    def read(trace: str, decision: Decision) -> Read:
+        return Read(trace, 0, 900.0, "x", "x", decision, None, "")
+
+    reads = [
+        read("a.py:1", Decision("refuse")),
+        read("a.py:1", Decision("full", ("helper(x)",))),
+        read("b.py:9", Decision("refuse")),
+    ]
+    records = [
+        {"shown_at_ms": 600.0, "prompt_tokens": 100},
+        {"shown_at_ms": 1200.0, "prompt_tokens": 220},
+        {"shown_at_ms": None, "prompt_tokens": None},
+    ]
+    kinds = {"a.py:1": "cross", "b.py:9": "plain", "c.py:3": "plain"}
+    chars = {"a.py:1": 40, "b.py:9": 30, "c.py:3": 30}
+    s = dwell_summary(records, reads, kinds, chars)
+    assert (s["picks"], s["reads"], s["accepts_all"], s["saved_all"]) == (3, 3, 1, 8)
+    assert s["saved_per_100_all"] == 8.0 and s["saved_per_100_cross"] == 20.0
+    assert (s["accepts_plain"], s["saved_per_100_plain"]) == (0, 0.0)
+    assert s["shown_share"] == round(2 / 3, 3) and s["prompt_tokens_median"] == 160
+    assert (s["shown_p50_ms"], s["shown_p90_ms"]) == (600.0, 1200.0)  # nearest rank
+
+
+def test_render_has_the_dwell_table() -> None:
+    summary = {"picks": 100, "saved_all": 792, "shown_p50_ms": 1172.2}
+    text = render({"users": ["tab"], "dwell": {"on/tab": {"summary": summary}}})
+    assert "## The dwell after a file opens" in text
+    assert "| keystrokes saved at the dwell | 792 |" in text

@@ -3,12 +3,13 @@ request gets, sticky per document so that keystrokes keep their KV cache."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ghostfim.engine.context.definitions import DefinitionBlock
 from ghostfim.engine.service.cursor import CursorState, cursor_state
 from ghostfim.engine.service.workspace import DOCUMENT_UPDATE_S, WorkspaceContext
-from tests.support.fakes import FakeBackend, serving
+from tests.support.fakes import FIXED_DEBOUNCE, FakeBackend, serving
 
 NET = "def connect(url: str) -> int:\n    ...\n\n\ndef close(handle: int) -> None:\n    ...\n"
 APP = "from net import connect, close\n\n\ndef main():\n    h = connect('x')\n    \n"
@@ -29,11 +30,11 @@ def at(uri: str, text: str, line: int, column: int) -> CursorState:
 
 
 def started(
-    tmp_path: Path, clock: Clock | None = None, cold_block_fits: bool = False
+    tmp_path: Path, clock: Clock | None = None, first_block_fits: bool = False
 ) -> tuple[WorkspaceContext, str]:
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "app.py").write_text(APP)
-    ws = WorkspaceContext(clock=clock or Clock(), cold_block_fits=lambda: cold_block_fits)
+    ws = WorkspaceContext(clock=clock or Clock(), first_block_fits=lambda: first_block_fits)
     ws.set_enabled(True)
     ws.set_roots([tmp_path.as_uri()])
     assert ws.index.wait(20)
@@ -73,11 +74,11 @@ def test_a_request_gets_the_definitions_of_the_names_used_near_it(tmp_path: Path
         ws.stop()
 
 
-def test_a_documents_first_keystrokes_go_without_the_block_until_its_warm_up(
+def test_where_the_block_does_not_fit_a_first_prompt_keystrokes_wait_for_its_warm_up(
     tmp_path: Path,
 ) -> None:
-    """The first prompt in a document is cold: the block would add its prefill to the first
-    ghost text's wait. Keystrokes take it once a warm-up at a lull has prefilled it."""
+    """Where the block would add more than a keystroke block's prefill to the first ghost
+    text's wait, keystrokes take it once a warm-up at a lull has prefilled it."""
     ws, uri = started(tmp_path)
     try:
         assert ws.block_for(at(uri, APP, 5, 4), full=False) is None
@@ -91,11 +92,12 @@ def test_a_documents_first_keystrokes_go_without_the_block_until_its_warm_up(
         ws.stop()
 
 
-def test_where_the_blocks_prefill_fits_a_keystroke_the_first_keystroke_takes_it(
+def test_where_the_blocks_prefill_fits_the_first_prompt_takes_it(
     tmp_path: Path,
 ) -> None:
-    """On a GPU a block prefills in tens of ms: no keystroke waits for a lull to get it."""
-    ws, uri = started(tmp_path, cold_block_fits=True)
+    """The document's first prompt is cold anyway; with the block, the suggestion read at the
+    dwell after a file opens has it, and no keystroke waits for a lull to get it."""
+    ws, uri = started(tmp_path, first_block_fits=True)
     try:
         first = ws.block_for(at(uri, APP, 5, 4), full=False)
         assert first is not None and first.names == ("connect",)
@@ -269,14 +271,25 @@ def test_secret_literals_in_the_workspace_reach_no_prompt(tmp_path: Path) -> Non
         ws.stop()
 
 
-async def test_the_service_gives_a_first_keystroke_the_block_only_where_it_prefills_fast() -> None:
-    """The block's cold prefill is judged on the serving backend's measured speed: a GPU's
-    (0.04 ms a token: 512 tokens in ~20 ms) fits a keystroke; this CPU's (~4 ms a token)
-    does not, and neither does a backend of unknown speed (a remote server)."""
-    for per_token_ms, fits in ((0.04, True), (4.0, False), (None, False)):
-        service, _ = await serving(FakeBackend(prefill_ms_per_token=per_token_ms))
+async def test_the_service_gives_a_first_prompt_the_block_where_it_prefills_in_time() -> None:
+    """With the "auto" budget, the keystroke's block is what prefills in
+    DEFINITIONS_KEYSTROKE_PREFILL_MS at the measured speed: it fits a first prompt on a GPU
+    (0.04 ms a token) and on this CPU (~4 ms a token) alike. A fixed budget of 512 tokens fits
+    only where 512 tokens prefill in time (the GPU: ~20 ms; the CPU: ~2 s). A backend of
+    unknown speed (a remote server) gets it at the first lull either way."""
+    cases = (
+        (None, 0.04, True),
+        (None, 4.0, True),
+        (None, None, False),
+        (512, 0.04, True),
+        (512, 4.0, False),
+        (512, None, False),
+    )
+    for tokens, per_token_ms, fits in cases:
+        config = replace(FIXED_DEBOUNCE, workspace_context_tokens=tokens)
+        service, _ = await serving(FakeBackend(prefill_ms_per_token=per_token_ms), config)
         try:
-            assert service.workspace.cold_block_fits() is fits
+            assert service.workspace.first_block_fits() is fits, (tokens, per_token_ms)
         finally:
             await service.shutdown()
 
