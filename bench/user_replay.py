@@ -299,27 +299,7 @@ class UserReplay:
         self.clock = Clock()
         key = self.trace.keystrokes[0]
         record = await self._send(0, key, None)
-        if self.user != "none" and not key.jump:
-            screen = self.editor.screen
-            while (read_at := await self._next_read(key.at_ms + key.gap_ms)) is not None:
-                decision = decide(self.user, screen.text, key.rest_of_line)
-                self.reads.append(
-                    Read(
-                        self.trace.name,
-                        0,
-                        read_at - key.at_ms,
-                        screen.text,
-                        key.rest_of_line,
-                        decision,
-                        _item_id(screen.item),
-                        screen.typed_into_item,
-                    )
-                )
-                screen.read = True
-                if record is not None:
-                    record["reads"].append(decision.kind)
-                if decision.accepted:
-                    break
+        await self._read_in_gap(0, key, record)  # reads until one is accepted
         await self.clock.until(key.at_ms + key.gap_ms)
         await self.editor.finish()
         return self.records, self.reads

@@ -67,7 +67,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ from bench.traces import (
     TypingModel,
     utf16_len,
 )
-from bench.user_replay import GhostfimEditor, Pace, Read, UserReplay, replay_with_user
+from bench.user_replay import GhostfimEditor, Pace, Read, UserReplay
 from ghostfim.engine.timings import percentile
 from harness.lspclient import LspProcess, Notification, RpcError
 
@@ -549,6 +549,53 @@ def replay_summary(
     return out
 
 
+@dataclass
+class Played:
+    """What one pass's picks gave: each state's record, each read, and per trace its kind and
+    the characters of its line."""
+
+    records: list[Record] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)
+    chars: dict[str, int] = field(default_factory=dict)
+    unsignalled: int = 0  # accepts with no item to name
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "records": [
+                {k: v for k, v in r.items() if not k.startswith("_")} for r in self.records
+            ],
+            "reads": [r.to_json() for r in self.reads],
+        }
+
+
+async def play_picks(
+    server: Server,
+    user: str,
+    picks: Sequence[Pick],
+    workspace: Path,
+    args: argparse.Namespace,
+    play: Callable[[UserReplay], Awaitable[tuple[list[Record], list[Read]]]],
+    close_after_s: float = 2.0,
+) -> Played:
+    """Each pick's trace, one at a time (each state holds the whole document), in its own
+    editor on `server`, played by `user` with `play` (UserReplay.run, or .dwell)."""
+    pace = Pace(reaction_ms=args.reaction_ms)
+    rate = THINK_RATES[args.pauses]
+    played = Played()
+    for pick in picks:
+        trace = pick_trace(pick, workspace, seed=args.seed, think_rate=rate, dwell_ms=args.dwell_ms)
+        played.kinds[trace.name] = pick["kind"]
+        played.chars[trace.name] = len(expected_text(pick))
+        uri = Path(trace.path).as_uri()
+        editor = GhostfimEditor(server.client, uri, close_after_s=close_after_s)
+        got, read = await play(UserReplay(trace, editor, user, pace))
+        played.records += got
+        played.reads += read
+        played.unsignalled += editor.unsignalled
+    return played
+
+
 async def replay_pass(
     system: str,
     user: str,
@@ -557,29 +604,11 @@ async def replay_pass(
     roots: Sequence[Path],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    pace = Pace(reaction_ms=args.reaction_ms)
-    rate = THINK_RATES[args.pauses]
     server = await start_server(system, roots, args)
-    records: list[Record] = []
-    reads: list[Read] = []
-    kinds: dict[str, str] = {}
-    chars: dict[str, int] = {}
-    unsignalled = 0
     try:
         meter = CpuMeter(server.pid)
         started = time.perf_counter()
-        for pick in picks:
-            # One trace at a time: each state holds the whole document.
-            trace = pick_trace(
-                pick, workspace, seed=args.seed, think_rate=rate, dwell_ms=args.dwell_ms
-            )
-            kinds[trace.name] = pick["kind"]
-            chars[trace.name] = len(expected_text(pick))
-            editor = GhostfimEditor(server.client, Path(trace.path).as_uri())
-            got, read = await replay_with_user(trace, editor, user, pace)
-            records += got
-            reads += read
-            unsignalled += editor.unsignalled
+        played = await play_picks(server, user, picks, workspace, args, UserReplay.run)
         wall_s = time.perf_counter() - started
         cpu_s = meter.spent()
         end = _end_of_pass(await server_status(server.client))
@@ -589,19 +618,15 @@ async def replay_pass(
     summary = {
         "system": system,
         "user": user,
-        **replay_summary(records, reads, kinds, chars, cpu_s=cpu_s, rss_mb=peak),
+        **replay_summary(
+            played.records, played.reads, played.kinds, played.chars, cpu_s=cpu_s, rss_mb=peak
+        ),
         "index_ready_ms": server.index_ready_ms,
         "rss_ready_mb": server.rss_ready_mb,
-        "unsignalled_accepts": unsignalled,
+        "unsignalled_accepts": played.unsignalled,
         "wall_s": round(wall_s, 1),
     }
-    return {
-        "summary": summary,
-        "ready": server.ready_json(),
-        "end": end,
-        "records": [{k: v for k, v in r.items() if not k.startswith("_")} for r in records],
-        "reads": [r.to_json() for r in reads],
-    }
+    return {"summary": summary, "ready": server.ready_json(), "end": end, **played.to_json()}
 
 
 def dwell_summary(
@@ -639,36 +664,22 @@ async def dwell_pass(
 ) -> dict[str, Any]:
     """The replay's first state only, for many picks: the suggestion at the dwell after a file
     opens, which the line's start gets (`--part dwell`)."""
-    pace = Pace(reaction_ms=args.reaction_ms)
     server = await start_server(system, roots, args)
-    records: list[Record] = []
-    reads: list[Read] = []
-    kinds: dict[str, str] = {}
-    chars: dict[str, int] = {}
     try:
         started = time.perf_counter()
-        for pick in picks:
-            trace = pick_trace(pick, workspace, seed=args.seed, dwell_ms=args.dwell_ms)
-            kinds[trace.name] = pick["kind"]
-            chars[trace.name] = len(expected_text(pick))
-            editor = GhostfimEditor(server.client, Path(trace.path).as_uri(), close_after_s=0.3)
-            got, read = await UserReplay(trace, editor, user, pace).dwell()
-            records += got
-            reads += read
+        played = await play_picks(
+            server, user, picks, workspace, args, UserReplay.dwell, close_after_s=0.3
+        )
         wall_s = time.perf_counter() - started
     finally:
         await server.stop()
     summary = {
         "system": system,
         "user": user,
-        **dwell_summary(records, reads, kinds, chars),
+        **dwell_summary(played.records, played.reads, played.kinds, played.chars),
         "wall_s": round(wall_s, 1),
     }
-    return {
-        "summary": summary,
-        "records": [{k: v for k, v in r.items() if not k.startswith("_")} for r in records],
-        "reads": [r.to_json() for r in reads],
-    }
+    return {"summary": summary, **played.to_json()}
 
 
 # --- tables ---------------------------------------------------------------------------------------
